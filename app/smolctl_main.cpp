@@ -1,0 +1,114 @@
+// smolctl: the headless command line. Wiring only: parse the command, hand
+// the rest of the arguments to the engine, return its exit code.
+//
+// Today only `smolctl bench allreduce` exists; the other commands in
+// docs and ARCHITECTURE.md (train, node, info, export) are not written yet
+// and say so instead of pretending.
+#include "engine/allreduce_bench.h"
+
+#include <QCoreApplication>
+#include <QStringList>
+#include <QTextStream>
+
+#include <cstdio>
+
+namespace {
+
+const char kUsage[] = R"(Usage: smolctl COMMAND [OPTIONS]
+
+Commands:
+  bench allreduce   time our TCP ring all-reduce (and optionally c10d Gloo's)
+                    over loopback, ranks as threads; see `smolctl bench --help`
+
+Options:
+  -h, --help        show this help
+  --version         print the version
+
+Not implemented yet: train, node, info, export, and bench train|session|timeline.
+)";
+
+const char kBenchUsage[] = R"(Usage: smolctl bench allreduce [OPTIONS]
+
+Times an in-place all-reduce(Sum) of float32 buffers over loopback TCP with
+ranks as threads of this process, checks every result against the closed
+form, and prints one row per (size, nodes) case with its bus bandwidth.
+
+Options:
+  --nodes LIST      world sizes, comma-separated, 1 to 16 (default 2,4)
+  --sizes LIST      buffer sizes in bytes with K/M/G suffixes, multiples of 4,
+                    at most 1G (default 256K,4M,64M)
+  --iters N         timed iterations per round (default: by size, 5 to 50)
+  --warmup N        untimed iterations before timing (default 2)
+  --rounds N        rounds per case; the median round is shown (default 3)
+  --vs-gloo         also run c10d's ProcessGroupGloo on the same cases, in
+                    alternating rounds, and print the ratio ours/gloo
+  --segment BYTES   frame segment size of our ring collectives
+  -h, --help        show this help
+
+Exit code 0 when every result matched, 1 on a mismatch or a failed run,
+2 on bad arguments. Only `allreduce` exists today; bench train, session and
+timeline are not written yet.
+)";
+
+bool isHelp(const QString &arg)
+{
+    return arg == QLatin1String("-h") || arg == QLatin1String("--help");
+}
+
+int fail(QTextStream &err, const QString &reason)
+{
+    err << "smolctl: " << reason << Qt::endl;
+    return 2;
+}
+
+int runBench(const QStringList &args, QTextStream &out, QTextStream &err)
+{
+    if (args.isEmpty())
+        return fail(err, QStringLiteral("bench: missing benchmark name (try `smolctl bench --help`)"));
+    if (isHelp(args.first())) {
+        out << kBenchUsage;
+        return 0;
+    }
+    const QString name = args.first();
+    const QStringList rest = args.mid(1);
+    if (name != QLatin1String("allreduce"))
+        return fail(err, QStringLiteral("bench: unknown benchmark '%1' (only 'allreduce' exists)").arg(name));
+    if (rest.contains(QStringLiteral("--help")) || rest.contains(QStringLiteral("-h"))) {
+        out << kBenchUsage;
+        return 0;
+    }
+    return smol::engine::runAllreduceBench(rest, out, err);
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    QCoreApplication app(argc, argv);
+    QCoreApplication::setApplicationName(QStringLiteral("smolctl"));
+    QCoreApplication::setApplicationVersion(QStringLiteral(SMOL_VERSION));
+
+    QTextStream out(stdout);
+    QTextStream err(stderr);
+    const QStringList args = QCoreApplication::arguments().mid(1);
+
+    if (args.isEmpty())
+        return fail(err, QStringLiteral("missing command (try `smolctl --help`)"));
+    const QString command = args.first();
+    if (isHelp(command)) {
+        out << kUsage;
+        return 0;
+    }
+    if (command == QLatin1String("--version")) {
+        out << "smolctl " << SMOL_VERSION << Qt::endl;
+        return 0;
+    }
+    if (command == QLatin1String("bench"))
+        return runBench(args.mid(1), out, err);
+    for (const char *planned : {"train", "node", "info", "export"}) {
+        if (command == QLatin1String(planned))
+            return fail(err,
+                        QStringLiteral("'%1' is not implemented yet (today: bench allreduce)").arg(command));
+    }
+    return fail(err, QStringLiteral("unknown command '%1' (try `smolctl --help`)").arg(command));
+}

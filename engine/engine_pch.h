@@ -1,0 +1,4 @@
+// Precompiled for every engine translation unit: parsing LibTorch dominates
+// build time on small machines.
+#pragma once
+#include <torch/torch.h>

@@ -1,0 +1,113 @@
+// Element-wise kernels and plumbing shared by the collectives: reduction
+// (sum, then divide for the average), segmentation, tags, send groups.
+#include "collective.h"
+
+#include "../errors.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace smol::net::detail {
+
+namespace {
+
+template <typename T> void sumT(void *acc, const void *in, std::size_t n)
+{
+    T *__restrict a = static_cast<T *>(acc);
+    const T *__restrict b = static_cast<const T *>(in);
+    for (std::size_t i = 0; i < n; ++i)
+        a[i] += b[i];
+}
+
+template <typename T> void divT(void *buf, std::size_t n, int world)
+{
+    T *a = static_cast<T *>(buf);
+    if constexpr (std::is_floating_point_v<T>) {
+        const T inv = T(1) / T(world);
+        for (std::size_t i = 0; i < n; ++i)
+            a[i] *= inv;
+    } else {
+        for (std::size_t i = 0; i < n; ++i)
+            a[i] = T(a[i] / T(world));
+    }
+}
+
+constexpr unsigned kSegmentBits = 16;
+constexpr unsigned kStepBits = 12;
+
+} // namespace
+
+void reduceSum(DType dtype, void *acc, const void *in, std::size_t count)
+{
+    switch (dtype) {
+    case DType::Float32: return sumT<float>(acc, in, count);
+    case DType::Float64: return sumT<double>(acc, in, count);
+    case DType::Int64: return sumT<std::int64_t>(acc, in, count);
+    case DType::Int32: return sumT<std::int32_t>(acc, in, count);
+    case DType::UInt8: return sumT<std::uint8_t>(acc, in, count);
+    }
+}
+
+void divideBy(DType dtype, void *buf, std::size_t count, int world)
+{
+    if (world <= 1)
+        return;
+    switch (dtype) {
+    case DType::Float32: return divT<float>(buf, count, world);
+    case DType::Float64: return divT<double>(buf, count, world);
+    case DType::Int64: return divT<std::int64_t>(buf, count, world);
+    case DType::Int32: return divT<std::int32_t>(buf, count, world);
+    case DType::UInt8: return divT<std::uint8_t>(buf, count, world);
+    }
+}
+
+std::uint32_t tagOf(unsigned phase, unsigned step, unsigned segment)
+{
+    return (std::uint32_t(phase) << (kSegmentBits + kStepBits)) | (std::uint32_t(step) << kSegmentBits) |
+           std::uint32_t(segment);
+}
+
+std::size_t segmentElems(const Call &c, DType dtype, std::size_t maxCount)
+{
+    std::size_t seg = std::max<std::size_t>(1, c.segmentBytes / dtypeSize(dtype));
+    const std::size_t maxSegments = (std::size_t(1) << kSegmentBits) - 1;
+    if (maxCount / seg >= maxSegments)
+        seg = maxCount / maxSegments + 1;
+    return seg;
+}
+
+FrameMeta Call::meta(std::uint32_t tag, DType dtype, std::size_t count) const
+{
+    FrameMeta m;
+    m.kind = kind;
+    m.seq = seq;
+    m.tag = tag;
+    m.dtype = dtype;
+    m.shape = Shape::vector(std::int64_t(count));
+    return m;
+}
+
+SendGroup::~SendGroup()
+{
+    for (auto &t : m_tickets) {
+        try {
+            t.wait();
+        } catch (const NetError &) {
+            // The collective is already failing; this only keeps the buffer alive.
+        }
+    }
+}
+
+void SendGroup::send(int peer, const FrameMeta &meta, const void *data, std::size_t bytes)
+{
+    m_tickets.push_back(m_transport.send(peer, meta, data, bytes));
+}
+
+void SendGroup::waitAll()
+{
+    for (auto &t : m_tickets)
+        t.wait();
+    m_tickets.clear();
+}
+
+} // namespace smol::net::detail

@@ -1,0 +1,55 @@
+// Ring all-gather.
+//
+// Rank r starts with its chunk r (Communicator::chunk) of the buffer. In step
+// s = 0 .. N-2 it sends chunk (r-s) mod N to its right neighbour and receives
+// chunk (r-s-1) mod N from its left one straight into place; each received
+// segment is forwarded right in the next step without waiting for the rest of
+// its chunk.
+//
+// Steps: N-1. Bytes on the wire per node: (N-1)/N x S sent, the same received.
+#include "collective.h"
+
+namespace smol::net::detail {
+
+void ringAllGatherPhase(const Call &c, TensorView buf, unsigned phase)
+{
+    const int N = c.world;
+    const std::size_t elem = dtypeSize(buf.dtype);
+    const std::size_t segElems = segmentElems(c, buf.dtype, Communicator::chunk(buf.count, N, 0).count);
+    auto mod = [N](int i) { return ((i % N) + N) % N; };
+
+    SendGroup sends(c.transport);
+    auto sendSegment = [&](unsigned step, int chunkIdx, std::size_t j) {
+        const ChunkRange ch = Communicator::chunk(buf.count, N, chunkIdx);
+        const Segments segs{ch.count, segElems};
+        const std::size_t len = segs.length(j);
+        sends.send(c.right(), c.meta(tagOf(phase, step, unsigned(j)), buf.dtype, len),
+                   buf.bytePtr() + (ch.offset + segs.offset(j)) * elem, len * elem);
+    };
+
+    const Segments own{Communicator::chunk(buf.count, N, c.rank).count, segElems};
+    for (std::size_t j = 0; j < own.size(); ++j)
+        sendSegment(0, c.rank, j);
+
+    for (int s = 0; s < N - 1; ++s) {
+        const int recvIdx = mod(c.rank - s - 1);
+        const ChunkRange ch = Communicator::chunk(buf.count, N, recvIdx);
+        const Segments segs{ch.count, segElems};
+        for (std::size_t j = 0; j < segs.size(); ++j) {
+            const std::size_t len = segs.length(j);
+            c.transport.recvInto(c.left(), c.meta(tagOf(phase, unsigned(s), unsigned(j)), buf.dtype, len),
+                                 buf.bytePtr() + (ch.offset + segs.offset(j)) * elem, len * elem);
+            if (s + 1 < N - 1)
+                sendSegment(unsigned(s + 1), recvIdx, j);
+        }
+    }
+    sends.waitAll();
+}
+
+void ringAllGather(const Call &c, TensorView buf)
+{
+    if (c.world > 1)
+        ringAllGatherPhase(c, buf, 0);
+}
+
+} // namespace smol::net::detail

@@ -1,0 +1,141 @@
+#include "communicator.h"
+
+#include "collectives/collective.h"
+#include "errors.h"
+#include "transport.h"
+
+namespace smol::net {
+
+Communicator::Communicator(Transport &transport)
+    : m_transport(transport)
+    , m_sendSeq(std::size_t(transport.worldSize()), 0)
+    , m_recvSeq(std::size_t(transport.worldSize()), 0)
+{
+}
+
+int Communicator::rank() const
+{
+    return m_transport.rank();
+}
+
+int Communicator::worldSize() const
+{
+    return m_transport.worldSize();
+}
+
+void Communicator::setSegmentBytes(std::size_t bytes)
+{
+    m_segmentBytes = std::max<std::size_t>(bytes, 64);
+}
+
+ChunkRange Communicator::chunk(std::size_t count, int world, int index)
+{
+    const std::size_t n = std::size_t(world);
+    const std::size_t base = count / n;
+    const std::size_t extra = count % n;
+    const std::size_t i = std::size_t(index);
+    return ChunkRange{i * base + std::min(i, extra), base + (i < extra ? 1 : 0)};
+}
+
+void Communicator::runHook(bool before, const CollectiveInfo &info)
+{
+    if (!m_hook)
+        return;
+    if (before)
+        m_hook->before(info);
+    else
+        m_hook->after(info);
+}
+
+namespace {
+
+void checkPeer(const Communicator &comm, int peer, const char *what)
+{
+    if (peer < 0 || peer >= comm.worldSize() || peer == comm.rank())
+        SMOL_THROW(NetError, std::string(what) + ": rank " + std::to_string(comm.rank()) +
+                                 " has no peer " + std::to_string(peer) + " in a world of " +
+                                 std::to_string(comm.worldSize()));
+}
+
+void checkRoot(const Communicator &comm, int root, const char *what)
+{
+    if (root < 0 || root >= comm.worldSize())
+        SMOL_THROW(NetError, std::string(what) + ": root " + std::to_string(root) + " outside a world of " +
+                                 std::to_string(comm.worldSize()));
+}
+
+} // namespace
+
+// Every entry point has the same shape: take a sequence number, describe the
+// call for the hook, run the hook, run the algorithm, run the hook again.
+#define SMOL_COLLECTIVE(KIND, SEQ, PEER, BUF, NAME, BODY)                                                   \
+    do {                                                                                                    \
+        const std::uint64_t seq_ = SEQ;                                                                     \
+        CollectiveInfo info{KIND, seq_, NAME, rank(), worldSize(), PEER, BUF};                              \
+        runHook(true, info);                                                                                \
+        const detail::Call call{m_transport, rank(), worldSize(), KIND, seq_, m_segmentBytes};              \
+        BODY;                                                                                               \
+        runHook(false, info);                                                                               \
+    } while (0)
+
+void Communicator::send(int peer, TensorView buffer, const std::string &name, CollectiveKind kind)
+{
+    checkPeer(*this, peer, "send");
+    const std::uint64_t seq = m_sendSeq[std::size_t(peer)]++;
+    SMOL_COLLECTIVE(kind, seq, peer, buffer, name, detail::sendSegments(call, peer, buffer));
+}
+
+void Communicator::recv(int peer, TensorView buffer, const std::string &name, CollectiveKind kind)
+{
+    checkPeer(*this, peer, "recv");
+    const std::uint64_t seq = m_recvSeq[std::size_t(peer)]++;
+    SMOL_COLLECTIVE(kind, seq, peer, buffer, name, detail::recvSegments(call, peer, buffer));
+}
+
+void Communicator::broadcast(TensorView buffer, int root, const std::string &name)
+{
+    checkRoot(*this, root, "broadcast");
+    SMOL_COLLECTIVE(CollectiveKind::Broadcast, nextSeq(), root, buffer, name,
+                    detail::chainBroadcast(call, buffer, root));
+}
+
+void Communicator::barrier()
+{
+    SMOL_COLLECTIVE(CollectiveKind::Barrier, nextSeq(), -1, TensorView{}, std::string("barrier"),
+                    detail::disseminationBarrier(call));
+}
+
+void Communicator::reduceScatter(TensorView buffer, ReduceOp op, const std::string &name)
+{
+    SMOL_COLLECTIVE(CollectiveKind::ReduceScatter, nextSeq(), -1, buffer, name,
+                    detail::ringReduceScatter(call, buffer, op));
+}
+
+void Communicator::allGather(TensorView buffer, const std::string &name)
+{
+    SMOL_COLLECTIVE(CollectiveKind::AllGather, nextSeq(), -1, buffer, name, detail::ringAllGather(call, buffer));
+}
+
+void Communicator::allReduce(TensorView buffer, ReduceOp op, const std::string &name)
+{
+    SMOL_COLLECTIVE(CollectiveKind::AllReduce, nextSeq(), -1, buffer, name,
+                    detail::ringAllReduce(call, buffer, op));
+}
+
+void Communicator::gather(TensorView input, TensorView output, int root, const std::string &name)
+{
+    checkRoot(*this, root, "gather");
+    SMOL_COLLECTIVE(CollectiveKind::Gather, nextSeq(), root, input, name,
+                    detail::gatherToRoot(call, input, output, root));
+}
+
+void Communicator::scatter(TensorView input, TensorView output, int root, const std::string &name)
+{
+    checkRoot(*this, root, "scatter");
+    SMOL_COLLECTIVE(CollectiveKind::Scatter, nextSeq(), root, output, name,
+                    detail::scatterFromRoot(call, input, output, root));
+}
+
+#undef SMOL_COLLECTIVE
+
+} // namespace smol::net

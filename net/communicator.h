@@ -1,0 +1,97 @@
+// Collectives over typed buffers, written once against Transport. One
+// Communicator per rank. All ranks must call collectives in the same order
+// (each call takes the next sequence number); point-to-point send/recv count
+// per peer pair instead, so they need only agree pairwise.
+//
+// The algorithms live one per file in net/collectives/, each opening with its
+// steps and bytes on the wire.
+#pragma once
+
+#include "dtype.h"
+#include "tensor_view.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace smol::net {
+
+class Transport;
+
+struct CollectiveInfo {
+    CollectiveKind kind = CollectiveKind::None;
+    std::uint64_t seq = 0;   // collective sequence number (p2p: per-pair count)
+    std::string name;        // tensor or bucket name given by the caller
+    int rank = -1;
+    int worldSize = 0;
+    int peer = -1;           // root for rooted collectives, peer for send/recv
+    TensorView buffer;       // the caller's buffer: input before, result after
+};
+
+// Called on the calling (compute) thread before and after every collective.
+// before() may block to hold the collective (pause-at-collective) and may
+// change the buffer's contents; it must not change its size.
+class CollectiveHook {
+public:
+    virtual ~CollectiveHook() = default;
+    virtual void before(const CollectiveInfo &info) = 0;
+    virtual void after(const CollectiveInfo &info) = 0;
+};
+
+struct ChunkRange {
+    std::size_t offset = 0;
+    std::size_t count = 0;
+};
+
+class Communicator {
+public:
+    explicit Communicator(Transport &transport);
+
+    int rank() const;
+    int worldSize() const;
+    Transport &transport() { return m_transport; }
+
+    void setHook(CollectiveHook *hook) { m_hook = hook; } // not owned
+    // Ring collectives split each chunk into frames of at most this size so
+    // reduction of one segment overlaps the transfer of the next.
+    void setSegmentBytes(std::size_t bytes);
+    std::size_t segmentBytes() const { return m_segmentBytes; }
+
+    // The ring's chunk i of a buffer of `count` elements over `world` ranks:
+    // the first (count % world) chunks hold one element more.
+    static ChunkRange chunk(std::size_t count, int world, int index);
+
+    void send(int peer, TensorView buffer, const std::string &name = {},
+              CollectiveKind kind = CollectiveKind::SendRecv);
+    void recv(int peer, TensorView buffer, const std::string &name = {},
+              CollectiveKind kind = CollectiveKind::SendRecv);
+    void broadcast(TensorView buffer, int root, const std::string &name = {});
+    void barrier();
+    // In place. Afterwards this rank's chunk(count, N, rank) holds the reduced
+    // values; the rest of the buffer is scratch.
+    void reduceScatter(TensorView buffer, ReduceOp op, const std::string &name = {});
+    // In place. Before, this rank's chunk(count, N, rank) holds its part;
+    // afterwards every rank holds every part.
+    void allGather(TensorView buffer, const std::string &name = {});
+    void allReduce(TensorView buffer, ReduceOp op, const std::string &name = {});
+    // `input` has the same count on every rank; on root, `output` holds
+    // N * input.count elements in rank order (ignored elsewhere).
+    void gather(TensorView input, TensorView output, int root, const std::string &name = {});
+    // On root, `input` holds N * output.count elements in rank order; every
+    // rank receives its part into `output`.
+    void scatter(TensorView input, TensorView output, int root, const std::string &name = {});
+
+private:
+    struct Call;
+    std::uint64_t nextSeq() { return m_seq++; }
+    void runHook(bool before, const CollectiveInfo &info);
+
+    Transport &m_transport;
+    CollectiveHook *m_hook = nullptr;
+    std::size_t m_segmentBytes = std::size_t(1) << 20;
+    std::uint64_t m_seq = 0;
+    std::vector<std::uint64_t> m_sendSeq; // per destination peer
+    std::vector<std::uint64_t> m_recvSeq; // per source peer
+};
+
+} // namespace smol::net

@@ -1,0 +1,24 @@
+// Thin POSIX socket helpers for the TCP data path (see docs/protocol.md for
+// why the data path uses POSIX sockets rather than QTcpSocket). Blocking
+// helpers take a deadline and throw NetError; nothing waits forever.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace smol::net::sock {
+
+using Clock = std::chrono::steady_clock;
+
+// A listening socket bound to host:port (port 0 = any); returns the fd.
+int listenTcp(const std::string &host, std::uint16_t port, std::uint16_t *boundPort);
+// Connect to host:port within `timeout`; returns a blocking fd with TCP_NODELAY.
+int connectTcp(const std::string &host, std::uint16_t port, std::chrono::milliseconds timeout);
+void readExact(int fd, char *out, std::size_t n, Clock::time_point deadline, const char *what);
+void writeAll(int fd, const char *data, std::size_t n, Clock::time_point deadline, const char *what);
+void setNonBlocking(int fd, bool on);
+void tuneDataSocket(int fd); // TCP_NODELAY and large kernel buffers
+void closeFd(int &fd);
+
+} // namespace smol::net::sock

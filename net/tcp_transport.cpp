@@ -1,0 +1,528 @@
+#include "tcp_transport.h"
+
+#include "auth.h"
+#include "errors.h"
+#include "frame.h"
+#include "send_state.h"
+#include "socket_util.h"
+#include "trace.h"
+
+#include <arpa/inet.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+namespace smol::net {
+
+namespace {
+// Bytes read from one link before the loop services the others: fairness
+// between the ring's incoming and outgoing directions.
+constexpr std::size_t kReadBudget = std::size_t(4) << 20;
+} // namespace
+
+struct TcpTransport::SendOp {
+    char header[kHeaderBytes];
+    const char *data = nullptr;
+    std::size_t bytes = 0;
+    std::size_t sent = 0; // over header + payload
+    std::shared_ptr<SendTicket::State> state;
+    FrameEvent event;
+};
+
+struct TcpTransport::Link {
+    int fd = -1;
+    FrameDecoder decoder{-1, -1, 0};
+    std::deque<SendOp> queue;
+};
+
+struct TcpTransport::Pending {
+    int fd = -1;
+    std::string from; // "host:port" for log lines
+    sock::Clock::time_point deadline;
+    QByteArray nonceA;
+    char proof[auth::kProofBytes];
+    std::size_t fill = 0;
+};
+
+TcpTransport::TcpTransport(int rank, int worldSize, const std::string &token, TransportOptions options)
+    : Transport(rank, worldSize, std::move(options))
+    , m_token(QByteArray::fromStdString(token))
+    , m_mailbox(worldSize, rank)
+    , m_outbox(std::size_t(worldSize))
+    , m_connected(std::size_t(worldSize), false)
+    , m_linkError(std::size_t(worldSize))
+    , m_links(std::size_t(worldSize))
+{
+    if (rank < 0 || rank >= worldSize)
+        SMOL_THROW(NetError, "rank " + std::to_string(rank) + " outside world of " + std::to_string(worldSize));
+    m_listenFd = sock::listenTcp(m_options.bindAddress, 0, &m_listenPort);
+    sock::setNonBlocking(m_listenFd, true);
+    m_wakeFd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    m_io = std::thread([this] { ioLoop(); });
+}
+
+TcpTransport::~TcpTransport()
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_stop = true;
+    }
+    wake();
+    m_io.join();
+    sock::closeFd(m_wakeFd);
+}
+
+void TcpTransport::wake()
+{
+    if (!m_wakePending.exchange(true)) {
+        const std::uint64_t one = 1;
+        [[maybe_unused]] auto rc = ::write(m_wakeFd, &one, sizeof one);
+    }
+}
+
+// ---- compute side ------------------------------------------------------------
+
+void TcpTransport::connectTo(int peer, const std::string &host, std::uint16_t port)
+{
+    if (peer < 0 || peer >= m_worldSize || peer == m_rank)
+        SMOL_THROW(NetError, "rank " + std::to_string(m_rank) + ": cannot connect to rank " + std::to_string(peer));
+    int fd = sock::connectTcp(host, port, m_options.handshakeTimeout);
+    try {
+        auth::clientHandshake(fd, m_token, m_rank, peer, m_worldSize, m_options.handshakeTimeout);
+    } catch (...) {
+        sock::closeFd(fd);
+        throw;
+    }
+    sock::setNonBlocking(fd, true);
+    std::unique_lock lock(m_mutex);
+    m_newLinks.emplace_back(peer, fd);
+    lock.unlock();
+    wake();
+    lock.lock();
+    if (!m_changed.wait_for(lock, m_options.handshakeTimeout, [&] { return m_connected[std::size_t(peer)] || m_stop; }))
+        SMOL_THROW(NetError, "rank " + std::to_string(m_rank) + ": link to rank " + std::to_string(peer) +
+                                 " was not installed: " + m_linkError[std::size_t(peer)]);
+}
+
+void TcpTransport::waitForPeers(std::chrono::milliseconds timeout)
+{
+    std::unique_lock lock(m_mutex);
+    auto allUp = [&] {
+        for (int p = 0; p < m_worldSize; ++p)
+            if (p != m_rank && !m_connected[std::size_t(p)])
+                return false;
+        return true;
+    };
+    if (m_changed.wait_for(lock, timeout, allUp))
+        return;
+    std::string missing;
+    for (int p = 0; p < m_worldSize; ++p)
+        if (p != m_rank && !m_connected[std::size_t(p)])
+            missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+    SMOL_THROW(NetError, "rank " + std::to_string(m_rank) + ": no link from rank(s) " + missing + " within " +
+                             std::to_string(timeout.count()) + " ms");
+}
+
+bool TcpTransport::isConnected(int peer) const
+{
+    std::lock_guard lock(m_mutex);
+    return peer >= 0 && peer < m_worldSize && m_connected[std::size_t(peer)];
+}
+
+SendTicket TcpTransport::send(int peer, const FrameMeta &meta, const void *data, std::size_t bytes)
+{
+    if (peer < 0 || peer >= m_worldSize || peer == m_rank)
+        SMOL_THROW(NetError, "rank " + std::to_string(m_rank) + ": no peer " + std::to_string(peer));
+    SendOp op;
+    FrameHeader h;
+    h.src = m_rank;
+    h.dst = peer;
+    h.meta = meta;
+    h.sendStartNs = monotonicNs();
+    h.payloadBytes = bytes;
+    encodeHeader(h, op.header);
+    op.data = static_cast<const char *>(data);
+    op.bytes = bytes;
+    op.state = SendTicket::State::make(peer, bytes, m_options.timeout);
+    op.state->cancel = [this, peer] { dropPeer(peer, "send timed out"); };
+    op.event = FrameEvent{FrameEvent::Side::Send, m_rank, peer, bytes, meta.kind, meta.seq, meta.tag,
+                          h.sendStartNs, 0, 0};
+    SendTicket ticket(op.state);
+    {
+        std::lock_guard lock(m_mutex);
+        if (m_aborted || m_stop) {
+            op.state->finish("rank " + std::to_string(m_rank) + " was aborted");
+            return ticket;
+        }
+        if (!m_connected[std::size_t(peer)] && !m_linkError[std::size_t(peer)].empty()) {
+            op.state->finish(m_linkError[std::size_t(peer)]);
+            return ticket;
+        }
+        m_outbox[std::size_t(peer)].push_back(std::move(op));
+    }
+    wake();
+    return ticket;
+}
+
+Message TcpTransport::recv(int peer, const FrameMeta &meta)
+{
+    return m_mailbox.take(peer, meta, m_options.timeout);
+}
+
+void TcpTransport::abort()
+{
+    {
+        std::lock_guard lock(m_mutex);
+        if (m_aborted)
+            return;
+        m_aborted = true;
+    }
+    wake();
+    std::unique_lock lock(m_mutex);
+    m_changed.wait(lock, [&] { return m_listenFd < 0 || m_stop; });
+}
+
+void TcpTransport::dropPeer(int peer, const std::string &reason)
+{
+    if (std::this_thread::get_id() == m_io.get_id())
+        return;
+    std::unique_lock lock(m_mutex);
+    m_dropRequests.emplace_back(peer, reason);
+    const std::uint64_t ticket = ++m_dropsRequested;
+    lock.unlock();
+    wake();
+    lock.lock();
+    m_changed.wait(lock, [&] { return m_dropsHandled >= ticket || m_stop || m_aborted; });
+}
+
+// ---- I/O thread ----------------------------------------------------------------
+
+void TcpTransport::ioLoop()
+{
+    std::vector<pollfd> fds;
+    std::vector<int> owner; // >= 0 link rank; -1 wake; -2 listen; -3 - i pending i
+    for (;;) {
+        drainRequests();
+        {
+            std::lock_guard lock(m_mutex);
+            if (m_stop)
+                break;
+        }
+        // Write what we can before sleeping: most sends complete right here.
+        for (int p = 0; p < m_worldSize; ++p)
+            if (m_links[std::size_t(p)].fd >= 0 && !m_links[std::size_t(p)].queue.empty())
+                writeLink(p);
+
+        fds.clear();
+        owner.clear();
+        fds.push_back({m_wakeFd, POLLIN, 0});
+        owner.push_back(-1);
+        if (m_listenFd >= 0) {
+            fds.push_back({m_listenFd, POLLIN, 0});
+            owner.push_back(-2);
+        }
+        int timeoutMs = -1;
+        const auto now = sock::Clock::now();
+        for (std::size_t i = 0; i < m_pending.size(); ++i) {
+            fds.push_back({m_pending[i].fd, POLLIN, 0});
+            owner.push_back(-3 - int(i));
+            const auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(m_pending[i].deadline - now).count() + 1;
+            timeoutMs = timeoutMs < 0 ? int(std::max<long long>(left, 0)) : std::min(timeoutMs, int(std::max<long long>(left, 0)));
+        }
+        for (int p = 0; p < m_worldSize; ++p) {
+            const Link &l = m_links[std::size_t(p)];
+            if (l.fd < 0)
+                continue;
+            fds.push_back({l.fd, short(POLLIN | (l.queue.empty() ? 0 : POLLOUT)), 0});
+            owner.push_back(p);
+        }
+        const int rc = ::poll(fds.data(), nfds_t(fds.size()), timeoutMs);
+        if (rc < 0 && errno != EINTR)
+            break;
+
+        std::vector<std::size_t> expired;
+        for (std::size_t i = 0; i < fds.size(); ++i) {
+            const short ev = fds[i].revents;
+            const int who = owner[i];
+            if (who == -1) {
+                if (ev & POLLIN) {
+                    std::uint64_t v;
+                    [[maybe_unused]] auto r = ::read(m_wakeFd, &v, sizeof v);
+                }
+                m_wakePending = false;
+            } else if (who == -2) {
+                if (ev & POLLIN)
+                    acceptConnections();
+            } else if (who <= -3) {
+                Pending &p = m_pending[std::size_t(-3 - who)];
+                if (ev)
+                    serviceHandshake(p);
+                else if (sock::Clock::now() >= p.deadline) {
+                    noteDropped("connection from " + p.from + ": handshake timed out");
+                    sock::closeFd(p.fd);
+                }
+            } else {
+                if (m_links[std::size_t(who)].fd >= 0 && (ev & (POLLIN | POLLERR | POLLHUP)))
+                    readLink(who);
+                if (m_links[std::size_t(who)].fd >= 0 && (ev & POLLOUT))
+                    writeLink(who);
+            }
+        }
+        m_pending.erase(std::remove_if(m_pending.begin(), m_pending.end(), [](const Pending &p) { return p.fd < 0; }),
+                        m_pending.end());
+    }
+    shutdownAll("rank " + std::to_string(m_rank) + " shut down");
+}
+
+void TcpTransport::drainRequests()
+{
+    std::vector<std::pair<int, int>> newLinks;
+    std::vector<std::pair<int, std::string>> drops;
+    bool abortNow = false;
+    {
+        std::lock_guard lock(m_mutex);
+        newLinks.swap(m_newLinks);
+        drops.swap(m_dropRequests);
+        abortNow = m_aborted && m_listenFd >= 0;
+        for (int p = 0; p < m_worldSize; ++p) {
+            auto &out = m_outbox[std::size_t(p)];
+            if (out.empty() || m_links[std::size_t(p)].fd < 0)
+                continue;
+            for (auto &op : out)
+                m_links[std::size_t(p)].queue.push_back(std::move(op));
+            out.clear();
+        }
+    }
+    for (auto [peer, fd] : newLinks)
+        installLink(peer, fd);
+    for (auto &[peer, reason] : drops)
+        if (m_links[std::size_t(peer)].fd >= 0)
+            failLink(peer, reason, false);
+    if (!drops.empty()) {
+        std::lock_guard lock(m_mutex);
+        m_dropsHandled += drops.size();
+    }
+    if (!drops.empty())
+        m_changed.notify_all();
+    if (abortNow)
+        shutdownAll("rank " + std::to_string(m_rank) + " was aborted");
+}
+
+void TcpTransport::acceptConnections()
+{
+    for (;;) {
+        sockaddr_in addr{};
+        socklen_t len = sizeof addr;
+        int fd = ::accept4(m_listenFd, reinterpret_cast<sockaddr *>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return;
+        char host[INET_ADDRSTRLEN] = "?";
+        ::inet_ntop(AF_INET, &addr.sin_addr, host, sizeof host);
+        Pending p;
+        p.fd = fd;
+        p.from = std::string(host) + ":" + std::to_string(ntohs(addr.sin_port));
+        p.deadline = sock::Clock::now() + m_options.handshakeTimeout;
+        p.nonceA = auth::freshNonce();
+        const QByteArray hello = auth::encodeHello(m_rank, p.nonceA);
+        if (::send(fd, hello.constData(), std::size_t(hello.size()), MSG_NOSIGNAL) != hello.size()) {
+            ::close(fd);
+            continue;
+        }
+        m_pending.push_back(std::move(p));
+    }
+}
+
+void TcpTransport::serviceHandshake(Pending &p)
+{
+    const ssize_t r = ::recv(p.fd, p.proof + p.fill, auth::kProofBytes - p.fill, MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+        noteDropped("connection from " + p.from + ": closed during the handshake");
+        sock::closeFd(p.fd);
+        return;
+    }
+    if (r < 0)
+        return;
+    p.fill += std::size_t(r);
+    if (p.fill < auth::kProofBytes)
+        return;
+    int peer = -1;
+    QByteArray nonceC;
+    if (std::string err = auth::verifyProof(p.proof, m_token, m_rank, m_worldSize, p.nonceA, peer, nonceC);
+        !err.empty()) {
+        noteDropped("connection from " + p.from + ": " + err);
+        sock::closeFd(p.fd);
+        return;
+    }
+    if (m_links[std::size_t(peer)].fd >= 0) {
+        noteDropped("connection from " + p.from + ": rank " + std::to_string(peer) + " is already connected");
+        sock::closeFd(p.fd);
+        return;
+    }
+    const QByteArray accept = auth::encodeAccept(m_token, m_rank, peer, p.nonceA, nonceC);
+    if (::send(p.fd, accept.constData(), std::size_t(accept.size()), MSG_NOSIGNAL) != accept.size()) {
+        noteDropped("connection from " + p.from + ": could not finish the handshake");
+        sock::closeFd(p.fd);
+        return;
+    }
+    sock::tuneDataSocket(p.fd);
+    installLink(peer, p.fd);
+    p.fd = -1;
+}
+
+void TcpTransport::installLink(int peer, int fd)
+{
+    Link &l = m_links[std::size_t(peer)];
+    if (l.fd >= 0 || m_listenFd < 0) {
+        ::close(fd);
+        return;
+    }
+    l.fd = fd;
+    l.decoder = FrameDecoder(peer, m_rank, m_options.maxPayloadBytes);
+    m_mailbox.revivePeer(peer);
+    {
+        std::lock_guard lock(m_mutex);
+        m_connected[std::size_t(peer)] = true;
+        m_linkError[std::size_t(peer)].clear();
+        for (auto &op : m_outbox[std::size_t(peer)])
+            l.queue.push_back(std::move(op));
+        m_outbox[std::size_t(peer)].clear();
+    }
+    m_changed.notify_all();
+}
+
+void TcpTransport::readLink(int peer)
+{
+    Link &l = m_links[std::size_t(peer)];
+    std::size_t budget = kReadBudget;
+    while (budget > 0) {
+        auto [dst, room] = l.decoder.buffer();
+        const ssize_t r = ::recv(l.fd, dst, room, MSG_DONTWAIT);
+        if (r == 0) {
+            failLink(peer, "connection closed by rank " + std::to_string(peer), false);
+            return;
+        }
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                failLink(peer, std::string("connection to rank ") + std::to_string(peer) + " broke: " +
+                                   std::strerror(errno),
+                         false);
+            return;
+        }
+        budget -= std::min(budget, std::size_t(r));
+        switch (l.decoder.commit(std::size_t(r))) {
+        case FrameDecoder::Event::Failed:
+            failLink(peer, "malformed frame from rank " + std::to_string(peer) + ": " + l.decoder.error(), true);
+            return;
+        case FrameDecoder::Event::FrameReady: {
+            const FrameHeader &h = l.decoder.header();
+            if (h.type == FrameType::Heartbeat) {
+                l.decoder.takeFrame();
+                break;
+            }
+            FrameEvent ev{FrameEvent::Side::Receive, peer, m_rank, h.payloadBytes, h.meta.kind, h.meta.seq,
+                          h.meta.tag, h.sendStartNs, 0, monotonicNs()};
+            emitTrace(ev); // before delivery: a receiver never sees a frame its trace has not
+            m_mailbox.deliver(l.decoder.takeFrame());
+            break;
+        }
+        case FrameDecoder::Event::HeaderReady:
+        case FrameDecoder::Event::NeedMore:
+            break;
+        }
+    }
+}
+
+void TcpTransport::writeLink(int peer)
+{
+    Link &l = m_links[std::size_t(peer)];
+    while (!l.queue.empty()) {
+        SendOp &op = l.queue.front();
+        iovec iov[2];
+        int n = 0;
+        if (op.sent < kHeaderBytes) {
+            iov[n++] = {op.header + op.sent, kHeaderBytes - op.sent};
+            if (op.bytes)
+                iov[n++] = {const_cast<char *>(op.data), op.bytes};
+        } else {
+            const std::size_t off = op.sent - kHeaderBytes;
+            iov[n++] = {const_cast<char *>(op.data) + off, op.bytes - off};
+        }
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = std::size_t(n);
+        const ssize_t w = ::sendmsg(l.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                failLink(peer, std::string("connection to rank ") + std::to_string(peer) + " broke: " +
+                                   std::strerror(errno),
+                         false);
+            return;
+        }
+        op.sent += std::size_t(w);
+        if (op.sent < kHeaderBytes + op.bytes)
+            return; // kernel buffer full; poll for POLLOUT
+        op.event.sendCompleteNs = monotonicNs();
+        emitTrace(op.event);
+        op.state->finish();
+        l.queue.pop_front();
+    }
+}
+
+void TcpTransport::failLink(int peer, const std::string &reason, bool protocolViolation)
+{
+    Link &l = m_links[std::size_t(peer)];
+    sock::closeFd(l.fd);
+    if (protocolViolation)
+        noteDropped(reason);
+    std::deque<SendOp> orphans;
+    orphans.swap(l.queue);
+    {
+        std::lock_guard lock(m_mutex);
+        m_connected[std::size_t(peer)] = false;
+        m_linkError[std::size_t(peer)] = reason;
+        for (auto &op : m_outbox[std::size_t(peer)])
+            orphans.push_back(std::move(op));
+        m_outbox[std::size_t(peer)].clear();
+    }
+    for (auto &op : orphans)
+        op.state->finish(reason);
+    m_mailbox.failPeer(peer, reason);
+    m_changed.notify_all();
+}
+
+void TcpTransport::shutdownAll(const std::string &reason)
+{
+    for (int p = 0; p < m_worldSize; ++p)
+        if (m_links[std::size_t(p)].fd >= 0)
+            failLink(p, reason, false);
+    for (auto &p : m_pending)
+        sock::closeFd(p.fd);
+    m_pending.clear();
+    m_mailbox.failAll(reason);
+    std::deque<SendOp> orphans;
+    {
+        std::lock_guard lock(m_mutex);
+        sock::closeFd(m_listenFd);
+        for (auto &out : m_outbox) {
+            for (auto &op : out)
+                orphans.push_back(std::move(op));
+            out.clear();
+        }
+    }
+    for (auto &op : orphans)
+        op.state->finish(reason);
+    m_changed.notify_all();
+}
+
+} // namespace smol::net
