@@ -140,7 +140,14 @@ std::pair<char *, std::size_t> FrameDecoder::buffer()
     case State::Payload: {
         if (m_redirect)
             return {m_redirect + m_payloadFill, std::size_t(m_header.payloadBytes - m_payloadFill)};
-        if (m_payloadFill == m_payload.capacity()) {
+        if (m_payload.capacity() == 0) {
+            const auto first = std::size_t(std::min<std::uint64_t>(m_header.payloadBytes, kInitialPayloadCapacity));
+            if (m_source)
+                m_payload = m_source(first);
+            else
+                m_payload.reserve(first);
+        }
+        else if (m_payloadFill == m_payload.capacity()) {
             m_payload.resize(std::size_t(m_payloadFill)); // reserve() keeps size() bytes
             m_payload.reserve(std::size_t(std::min<std::uint64_t>(m_header.payloadBytes, m_payload.capacity() * 2)));
         }
@@ -176,8 +183,7 @@ FrameDecoder::Event FrameDecoder::commit(std::size_t n)
         m_payload = Payload(0);
         if (m_header.payloadBytes == 0)
             return Event::FrameReady;
-        m_payload.reserve(std::size_t(std::min<std::uint64_t>(m_header.payloadBytes, kInitialPayloadCapacity)));
-        m_state = State::Payload;
+        m_state = State::Payload; // buffer() allocates unless redirectPayload() comes first
         return Event::HeaderReady;
     case State::Payload:
         m_payloadFill += n;

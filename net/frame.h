@@ -47,6 +47,9 @@ public:
 
     FrameDecoder(int expectedSrc, int myRank, std::uint64_t maxPayloadBytes);
 
+    // Where payload buffers come from (default: fresh allocations).
+    void setBufferSource(std::function<Payload(std::size_t minCapacity)> source) { m_source = std::move(source); }
+
     State state() const { return m_state; }
     const std::string &error() const { return m_error; }
 
@@ -85,6 +88,7 @@ private:
     FrameHeader m_header;
     Payload m_payload;
     char *m_redirect = nullptr;
+    std::function<Payload(std::size_t)> m_source;
     std::uint64_t m_payloadFill = 0;
 };
 

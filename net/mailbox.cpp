@@ -2,9 +2,12 @@
 
 #include "errors.h"
 
+#include <cstring>
+
 namespace smol::net {
 
 namespace {
+
 bool isWorldCollective(CollectiveKind kind)
 {
     switch (kind) {
@@ -17,6 +20,12 @@ bool isWorldCollective(CollectiveKind kind)
         return true;
     }
 }
+
+std::string during(const FrameMeta &meta)
+{
+    return std::string(collectiveName(meta.kind)) + " #" + std::to_string(meta.seq);
+}
+
 } // namespace
 
 Mailbox::Mailbox(int worldSize, int myRank)
@@ -25,11 +34,40 @@ Mailbox::Mailbox(int worldSize, int myRank)
 {
 }
 
+std::string Mailbox::failureFor(int src, const FrameMeta &meta, int &culprit) const
+{
+    culprit = src;
+    if (!m_allError.empty())
+        return m_allError;
+    if (!m_peerError[std::size_t(src)].empty())
+        return m_peerError[std::size_t(src)] + " (during " + during(meta) + ")";
+    // A world collective cannot finish once any rank is gone, so waiting on a
+    // healthy neighbour would only end in a timeout naming the wrong rank.
+    if (isWorldCollective(meta.kind))
+        for (std::size_t p = 0; p < m_peerError.size(); ++p)
+            if (!m_peerError[p].empty()) {
+                culprit = int(p);
+                return m_peerError[p] + " (during " + during(meta) + ")";
+            }
+    return {};
+}
+
 void Mailbox::deliver(Message &&message)
 {
     {
         std::lock_guard lock(m_mutex);
-        m_queues[Key{message.src, message.meta.kind, message.meta.seq, message.meta.tag}].push_back(std::move(message));
+        const Key key{message.src, message.meta.kind, message.meta.seq, message.meta.tag};
+        auto posted = m_posted.find(key);
+        if (posted != m_posted.end() && posted->second->state == PostedRecv::State::Waiting &&
+            posted->second->bytes == message.payload.size()) {
+            // Posted after its header went by: copy now, still no queueing.
+            if (message.payload.size())
+                std::memcpy(posted->second->dst, message.payload.data(), message.payload.size());
+            posted->second->state = PostedRecv::State::Done;
+            m_posted.erase(posted);
+        } else {
+            m_queues[key].push_back(std::move(message));
+        }
     }
     m_arrived.notify_all();
 }
@@ -47,33 +85,114 @@ Message Mailbox::take(int src, const FrameMeta &meta, std::chrono::milliseconds 
             it->second.pop_front();
             if (it->second.empty())
                 m_queues.erase(it);
-            if (m.meta.kind != meta.kind)
-                SMOL_THROW(ProtocolError, "rank " + std::to_string(m_myRank) + ": expected " +
-                                              collectiveName(meta.kind) + " #" + std::to_string(meta.seq) +
-                                              " from rank " + std::to_string(src) + ", got " +
-                                              collectiveName(m.meta.kind));
             return m;
         }
-        if (!m_allError.empty())
-            SMOL_THROW(PeerLostError, src, m_allError);
-        // A world collective cannot finish once any rank is gone, so waiting on
-        // a healthy neighbour would only end in a timeout naming the wrong rank.
-        if (isWorldCollective(meta.kind))
-            for (std::size_t p = 0; p < m_peerError.size(); ++p)
-                if (!m_peerError[p].empty())
-                    SMOL_THROW(PeerLostError, int(p),
-                               m_peerError[p] + " (during " + collectiveName(meta.kind) + " #" +
-                                   std::to_string(meta.seq) + ")");
-        if (!m_peerError[std::size_t(src)].empty())
-            SMOL_THROW(PeerLostError, src,
-                       m_peerError[std::size_t(src)] + " (during " + collectiveName(meta.kind) + " #" +
-                           std::to_string(meta.seq) + ")");
-        if (m_arrived.wait_until(lock, deadline) == std::cv_status::timeout && std::chrono::steady_clock::now() >= deadline)
+        int culprit = src;
+        if (std::string err = failureFor(src, meta, culprit); !err.empty())
+            SMOL_THROW(PeerLostError, culprit, err);
+        if (m_arrived.wait_until(lock, deadline) == std::cv_status::timeout &&
+            std::chrono::steady_clock::now() >= deadline)
             SMOL_THROW(PeerTimeoutError, src,
-                       std::string("silent for ") + std::to_string(timeout.count()) + " ms during " +
-                           collectiveName(meta.kind) + " #" + std::to_string(meta.seq) + " (tag " +
+                       "silent for " + std::to_string(timeout.count()) + " ms during " + during(meta) + " (tag " +
                            std::to_string(meta.tag) + ")");
     }
+}
+
+std::shared_ptr<PostedRecv> Mailbox::post(int src, const FrameMeta &meta, void *dst, std::size_t bytes)
+{
+    auto p = std::make_shared<PostedRecv>();
+    p->dst = static_cast<char *>(dst);
+    p->bytes = bytes;
+    const Key key{src, meta.kind, meta.seq, meta.tag};
+    std::lock_guard lock(m_mutex);
+    if (auto it = m_queues.find(key); it != m_queues.end() && it->second.front().payload.size() == bytes) {
+        if (bytes)
+            std::memcpy(dst, it->second.front().payload.data(), bytes);
+        it->second.pop_front();
+        if (it->second.empty())
+            m_queues.erase(it);
+        p->state = PostedRecv::State::Done;
+        return p;
+    }
+    m_posted[key] = p;
+    return p;
+}
+
+char *Mailbox::claim(int src, const FrameMeta &meta, std::uint64_t payloadBytes)
+{
+    std::lock_guard lock(m_mutex);
+    auto it = m_posted.find(Key{src, meta.kind, meta.seq, meta.tag});
+    if (it == m_posted.end() || it->second->state != PostedRecv::State::Waiting || it->second->bytes != payloadBytes)
+        return nullptr;
+    it->second->state = PostedRecv::State::Claimed;
+    return it->second->dst;
+}
+
+void Mailbox::completeClaim(int src, const FrameMeta &meta)
+{
+    {
+        std::lock_guard lock(m_mutex);
+        auto it = m_posted.find(Key{src, meta.kind, meta.seq, meta.tag});
+        if (it == m_posted.end())
+            return;
+        it->second->state = PostedRecv::State::Done;
+        m_posted.erase(it);
+    }
+    m_arrived.notify_all();
+}
+
+void Mailbox::wait(int src, const FrameMeta &meta, const std::shared_ptr<PostedRecv> &posted,
+                   std::chrono::milliseconds timeout, const std::function<void(int)> &dropLink)
+{
+    const Key key{src, meta.kind, meta.seq, meta.tag};
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::unique_lock lock(m_mutex);
+    for (;;) {
+        if (posted->state == PostedRecv::State::Done)
+            return;
+        if (auto it = m_queues.find(key); it != m_queues.end()) {
+            const std::size_t got = it->second.front().payload.size();
+            m_posted.erase(key);
+            SMOL_THROW(ProtocolError, "rank " + std::to_string(m_myRank) + ": expected " +
+                                          std::to_string(posted->bytes) + " bytes from rank " + std::to_string(src) +
+                                          " for " + during(meta) + ", got " + std::to_string(got));
+        }
+        int culprit = src;
+        std::string err = failureFor(src, meta, culprit);
+        // While claimed, src's I/O thread is writing into dst: only src's own
+        // failure (which stops that thread first) ends the wait early.
+        if (!err.empty() && (posted->state == PostedRecv::State::Waiting || culprit == src || !m_allError.empty())) {
+            m_posted.erase(key);
+            SMOL_THROW(PeerLostError, culprit, err);
+        }
+        if (m_arrived.wait_until(lock, deadline) == std::cv_status::timeout &&
+            std::chrono::steady_clock::now() >= deadline && posted->state != PostedRecv::State::Done) {
+            if (posted->state == PostedRecv::State::Claimed) {
+                lock.unlock();
+                dropLink(src);
+                lock.lock();
+            }
+            m_posted.erase(key);
+            SMOL_THROW(PeerTimeoutError, src,
+                       "silent for " + std::to_string(timeout.count()) + " ms during " + during(meta) + " (tag " +
+                           std::to_string(meta.tag) + ")");
+        }
+    }
+}
+
+void Mailbox::cancel(int src, const FrameMeta &meta, const std::shared_ptr<PostedRecv> &posted,
+                     const std::function<void(int)> &dropLink) noexcept
+{
+    const Key key{src, meta.kind, meta.seq, meta.tag};
+    std::unique_lock lock(m_mutex);
+    if (posted->state == PostedRecv::State::Claimed) {
+        lock.unlock();
+        dropLink(src);
+        lock.lock();
+    }
+    auto it = m_posted.find(key);
+    if (it != m_posted.end() && it->second == posted)
+        m_posted.erase(it);
 }
 
 void Mailbox::failPeer(int src, const std::string &reason)

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -18,6 +19,15 @@
 
 namespace smol::net {
 
+// A receive whose payload the I/O thread may write straight into dst.
+// Waiting -> Claimed (header arrived, payload being written) -> Done.
+struct PostedRecv {
+    enum class State { Waiting, Claimed, Done };
+    char *dst = nullptr;
+    std::size_t bytes = 0;
+    State state = State::Waiting;
+};
+
 class Mailbox {
 public:
     Mailbox(int worldSize, int myRank);
@@ -25,17 +35,33 @@ public:
     void deliver(Message &&message);
     Message take(int src, const FrameMeta &meta, std::chrono::milliseconds timeout);
 
+    // Posted receives. dropLink(src) must close the link to src and return
+    // only when its I/O thread no longer writes into a claimed buffer.
+    std::shared_ptr<PostedRecv> post(int src, const FrameMeta &meta, void *dst, std::size_t bytes);
+    void wait(int src, const FrameMeta &meta, const std::shared_ptr<PostedRecv> &posted,
+              std::chrono::milliseconds timeout, const std::function<void(int)> &dropLink);
+    void cancel(int src, const FrameMeta &meta, const std::shared_ptr<PostedRecv> &posted,
+                const std::function<void(int)> &dropLink) noexcept;
+    // I/O thread: a header arrived. Returns where its payload goes if a
+    // matching receive is posted, else nullptr (the frame will be delivered).
+    char *claim(int src, const FrameMeta &meta, std::uint64_t payloadBytes);
+    void completeClaim(int src, const FrameMeta &meta);
+
     void failPeer(int src, const std::string &reason);
     void revivePeer(int src);
     void failAll(const std::string &reason);
 
 private:
     using Key = std::tuple<int, CollectiveKind, std::uint64_t, std::uint32_t>;
+    // The first error that ends a wait on src for this kind of call, or "".
+    std::string failureFor(int src, const FrameMeta &meta, int &culprit) const;
 
     const int m_myRank;
     std::mutex m_mutex;
     std::condition_variable m_arrived;
     std::map<Key, std::deque<Message>> m_queues;
+    std::map<Key, std::shared_ptr<PostedRecv>> m_posted; // Waiting or Claimed
+
     std::vector<std::string> m_peerError; // empty while the peer is healthy
     std::string m_allError;               // set by abort()
 };

@@ -175,6 +175,32 @@ Message TcpTransport::recv(int peer, const FrameMeta &meta)
     return m_mailbox.take(peer, meta, m_options.timeout);
 }
 
+RecvHandle TcpTransport::postRecv(int peer, const FrameMeta &meta, void *dst, std::size_t bytes)
+{
+    if (peer < 0 || peer >= m_worldSize || peer == m_rank)
+        SMOL_THROW(NetError, "rank " + std::to_string(m_rank) + ": no peer " + std::to_string(peer));
+    RecvHandle h = Transport::postRecv(peer, meta, dst, bytes);
+    h.posted = m_mailbox.post(peer, meta, dst, bytes);
+    return h;
+}
+
+void TcpTransport::waitRecv(RecvHandle &h)
+{
+    if (h.done)
+        return;
+    h.done = true;
+    m_mailbox.wait(h.peer, h.meta, h.posted, m_options.timeout,
+                   [this](int p) { dropPeer(p, "receive timed out mid-frame"); });
+}
+
+void TcpTransport::cancelRecv(RecvHandle &h) noexcept
+{
+    if (h.done || !h.posted)
+        return;
+    h.done = true;
+    m_mailbox.cancel(h.peer, h.meta, h.posted, [this](int p) { dropPeer(p, "receive abandoned mid-frame"); });
+}
+
 void TcpTransport::abort()
 {
     {
@@ -385,6 +411,7 @@ void TcpTransport::installLink(int peer, int fd)
     }
     l.fd = fd;
     l.decoder = FrameDecoder(peer, m_rank, m_options.maxPayloadBytes);
+    l.decoder.setBufferSource([this](std::size_t n) { return takeRecycled(n); });
     m_mailbox.revivePeer(peer);
     {
         std::lock_guard lock(m_mutex);
@@ -431,10 +458,22 @@ void TcpTransport::readLink(int peer)
             FrameEvent ev{FrameEvent::Side::Receive, peer, m_rank, h.payloadBytes, h.meta.kind, h.meta.seq,
                           h.meta.tag, h.sendStartNs, 0, monotonicNs()};
             emitTrace(ev); // before delivery: a receiver never sees a frame its trace has not
-            m_mailbox.deliver(l.decoder.takeFrame());
+            if (l.decoder.payloadRedirected()) {
+                const FrameMeta meta = h.meta;
+                l.decoder.takeFrame();
+                m_mailbox.completeClaim(peer, meta);
+            } else {
+                m_mailbox.deliver(l.decoder.takeFrame());
+            }
             break;
         }
-        case FrameDecoder::Event::HeaderReady:
+        case FrameDecoder::Event::HeaderReady: {
+            // A receive posted for this frame: read the payload straight into it.
+            const FrameHeader &h = l.decoder.header();
+            if (char *dst = m_mailbox.claim(peer, h.meta, h.payloadBytes))
+                l.decoder.redirectPayload(dst);
+            break;
+        }
         case FrameDecoder::Event::NeedMore:
             break;
         }

@@ -43,6 +43,9 @@ public:
 
     SendTicket send(int peer, const FrameMeta &meta, const void *data, std::size_t bytes) override;
     Message recv(int peer, const FrameMeta &meta) override;
+    RecvHandle postRecv(int peer, const FrameMeta &meta, void *dst, std::size_t bytes) override;
+    void waitRecv(RecvHandle &handle) override;
+    void cancelRecv(RecvHandle &handle) noexcept override;
     void abort() override;
 
     // Close the link to `peer` (from any thread but the I/O thread) and wait

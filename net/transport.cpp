@@ -89,7 +89,40 @@ struct Transport::Private {
     std::atomic<int> emitting{0}; // emitTrace calls inside the sink right now
     mutable std::mutex droppedMutex;
     std::vector<std::string> dropped;
+    std::mutex poolMutex;
+    std::vector<Payload> pool;
 };
+
+namespace {
+constexpr std::size_t kPoolEntries = 32;
+constexpr std::size_t kPoolMaxBytes = std::size_t(16) << 20;
+} // namespace
+
+void Transport::recycle(Payload &&payload)
+{
+    if (payload.capacity() == 0 || payload.capacity() > kPoolMaxBytes)
+        return;
+    payload.resize(0);
+    std::lock_guard lock(d->poolMutex);
+    if (d->pool.size() < kPoolEntries)
+        d->pool.push_back(std::move(payload));
+}
+
+Payload Transport::takeRecycled(std::size_t minCapacity)
+{
+    {
+        std::lock_guard lock(d->poolMutex);
+        for (std::size_t i = d->pool.size(); i-- > 0;)
+            if (d->pool[i].capacity() >= minCapacity) {
+                Payload p = std::move(d->pool[i]);
+                d->pool.erase(d->pool.begin() + std::ptrdiff_t(i));
+                return p;
+            }
+    }
+    Payload p;
+    p.reserve(minCapacity);
+    return p;
+}
 
 Transport::Transport(int rank, int worldSize, TransportOptions options)
     : m_rank(rank)
@@ -111,6 +144,29 @@ void Transport::recvInto(int peer, const FrameMeta &meta, void *dst, std::size_t
                                       std::to_string(m.payload.size()));
     if (bytes)
         std::memcpy(dst, m.payload.data(), bytes);
+}
+
+RecvHandle Transport::postRecv(int peer, const FrameMeta &meta, void *dst, std::size_t bytes)
+{
+    RecvHandle h;
+    h.peer = peer;
+    h.meta = meta;
+    h.dst = dst;
+    h.bytes = bytes;
+    return h;
+}
+
+void Transport::waitRecv(RecvHandle &h)
+{
+    if (h.done)
+        return;
+    h.done = true;
+    recvInto(h.peer, h.meta, h.dst, h.bytes);
+}
+
+void Transport::cancelRecv(RecvHandle &h) noexcept
+{
+    h.done = true;
 }
 
 void Transport::setTraceSink(TraceSink *sink)

@@ -22,15 +22,19 @@ void chainBroadcast(const Call &c, TensorView buf, int root)
     const int next = (c.rank + 1) % N;
     const std::size_t elem = dtypeSize(buf.dtype);
     const Segments segs{buf.count, segmentElems(c, buf.dtype, buf.count)};
+    RecvGroup recvs(c.transport);
+    if (pos > 0)
+        for (std::size_t j = 0; j < segs.size(); ++j)
+            recvs.post(prev, c.meta(tagOf(0, 0, unsigned(j)), buf.dtype, segs.length(j)),
+                       buf.bytePtr() + segs.offset(j) * elem, segs.length(j) * elem);
     SendGroup sends(c.transport);
     for (std::size_t j = 0; j < segs.size(); ++j) {
         const std::size_t len = segs.length(j);
-        char *at = buf.bytePtr() + segs.offset(j) * elem;
-        const FrameMeta meta = c.meta(tagOf(0, 0, unsigned(j)), buf.dtype, len);
         if (pos > 0)
-            c.transport.recvInto(prev, meta, at, len * elem);
+            recvs.wait(j);
         if (pos < N - 1)
-            sends.send(next, meta, at, len * elem);
+            sends.send(next, c.meta(tagOf(0, 0, unsigned(j)), buf.dtype, len), buf.bytePtr() + segs.offset(j) * elem,
+                       len * elem);
     }
     sends.waitAll();
 }

@@ -53,6 +53,22 @@ private:
     std::vector<SendTicket> m_tickets;
 };
 
+// Receives posted ahead of their frames (the TCP transport then reads
+// payloads straight into place). The destructor cancels any not waited for,
+// so a failing collective never leaves the I/O thread writing into the
+// caller's buffer.
+class RecvGroup {
+public:
+    explicit RecvGroup(Transport &t) : m_transport(t) {}
+    ~RecvGroup();
+    std::size_t post(int peer, const FrameMeta &meta, void *dst, std::size_t bytes);
+    void wait(std::size_t index);
+
+private:
+    Transport &m_transport;
+    std::vector<RecvHandle> m_handles;
+};
+
 // acc[i] += in[i] for `count` elements of `dtype`.
 void reduceSum(DType dtype, void *acc, const void *in, std::size_t count);
 // buf[i] /= world (integer types: truncating division).

@@ -1,5 +1,6 @@
 // Element-wise kernels and plumbing shared by the collectives: reduction
-// (sum, then divide for the average), segmentation, tags, send groups.
+// (sum, then divide for the average), segmentation, tags, send and receive
+// groups.
 #include "collective.h"
 
 #include "../errors.h"
@@ -74,6 +75,23 @@ std::size_t segmentElems(const Call &c, DType dtype, std::size_t maxCount)
     if (maxCount / seg >= maxSegments)
         seg = maxCount / maxSegments + 1;
     return seg;
+}
+
+RecvGroup::~RecvGroup()
+{
+    for (auto &h : m_handles)
+        m_transport.cancelRecv(h);
+}
+
+std::size_t RecvGroup::post(int peer, const FrameMeta &meta, void *dst, std::size_t bytes)
+{
+    m_handles.push_back(m_transport.postRecv(peer, meta, dst, bytes));
+    return m_handles.size() - 1;
+}
+
+void RecvGroup::wait(std::size_t index)
+{
+    m_transport.waitRecv(m_handles[index]);
 }
 
 FrameMeta Call::meta(std::uint32_t tag, DType dtype, std::size_t count) const

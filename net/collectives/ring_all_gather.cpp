@@ -27,18 +27,29 @@ void ringAllGatherPhase(const Call &c, TensorView buf, unsigned phase)
                    buf.bytePtr() + (ch.offset + segs.offset(j)) * elem, len * elem);
     };
 
+    // Every chunk but our own arrives exactly once and is never written by us
+    // in between, so all receives can be posted up front: payloads then land
+    // in place with no copy.
+    RecvGroup recvs(c.transport);
+    std::vector<std::size_t> posted;
+    for (int s = 0; s < N - 1; ++s) {
+        const ChunkRange ch = Communicator::chunk(buf.count, N, mod(c.rank - s - 1));
+        const Segments segs{ch.count, segElems};
+        for (std::size_t j = 0; j < segs.size(); ++j)
+            posted.push_back(recvs.post(c.left(), c.meta(tagOf(phase, unsigned(s), unsigned(j)), buf.dtype, segs.length(j)),
+                                        buf.bytePtr() + (ch.offset + segs.offset(j)) * elem, segs.length(j) * elem));
+    }
+
     const Segments own{Communicator::chunk(buf.count, N, c.rank).count, segElems};
     for (std::size_t j = 0; j < own.size(); ++j)
         sendSegment(0, c.rank, j);
 
+    std::size_t next = 0;
     for (int s = 0; s < N - 1; ++s) {
         const int recvIdx = mod(c.rank - s - 1);
-        const ChunkRange ch = Communicator::chunk(buf.count, N, recvIdx);
-        const Segments segs{ch.count, segElems};
+        const Segments segs{Communicator::chunk(buf.count, N, recvIdx).count, segElems};
         for (std::size_t j = 0; j < segs.size(); ++j) {
-            const std::size_t len = segs.length(j);
-            c.transport.recvInto(c.left(), c.meta(tagOf(phase, unsigned(s), unsigned(j)), buf.dtype, len),
-                                 buf.bytePtr() + (ch.offset + segs.offset(j)) * elem, len * elem);
+            recvs.wait(posted[next++]);
             if (s + 1 < N - 1)
                 sendSegment(unsigned(s + 1), recvIdx, j);
         }

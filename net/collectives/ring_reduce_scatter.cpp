@@ -41,7 +41,6 @@ void ringReduceScatterPhase(const Call &c, TensorView buf, unsigned phase)
     for (std::size_t j = 0; j < segmentsOf(first).size(); ++j)
         sendSegment(0, first, j);
 
-    Payload scratch;
     for (int s = 0; s < N - 1; ++s) {
         const int recvIdx = mod(c.rank - s - 2);
         const ChunkRange ch = Communicator::chunk(buf.count, N, recvIdx);
@@ -54,6 +53,7 @@ void ringReduceScatterPhase(const Call &c, TensorView buf, unsigned phase)
                                               std::to_string(m.payload.size()) + " bytes from rank " +
                                               std::to_string(c.left()) + ", expected " + std::to_string(len * elem));
             reduceSum(buf.dtype, buf.bytePtr() + (ch.offset + segs.offset(j)) * elem, m.payload.data(), len);
+            c.transport.recycle(std::move(m.payload));
             if (s + 1 < N - 1)
                 sendSegment(unsigned(s + 1), recvIdx, j); // this chunk is next step's send
         }
