@@ -151,7 +151,9 @@ std::pair<char *, std::size_t> FrameDecoder::buffer()
             m_payload.resize(std::size_t(m_payloadFill)); // reserve() keeps size() bytes
             m_payload.reserve(std::size_t(std::min<std::uint64_t>(m_header.payloadBytes, m_payload.capacity() * 2)));
         }
-        return {m_payload.data() + m_payloadFill, m_payload.capacity() - std::size_t(m_payloadFill)};
+        // Never past this frame's end: the next frame's header is not ours.
+        const std::size_t end = std::size_t(std::min<std::uint64_t>(m_payload.capacity(), m_header.payloadBytes));
+        return {m_payload.data() + m_payloadFill, end - std::size_t(m_payloadFill)};
     }
     case State::Error:
         break;

@@ -21,6 +21,7 @@ private Q_SLOTS:
     void payloadInRandomPieces();
     void redirectedPayload();
     void growsOnlyAsBytesArrive();
+    void recycledBuffersLargerThanTheFrame();
 };
 
 namespace {
@@ -205,6 +206,27 @@ void TestFrame::growsOnlyAsBytesArrive()
     QVERIFY(dec.feed(frame.constData(), std::size_t(frame.size()), {}));
     QCOMPARE(dec.state(), FrameDecoder::State::Payload);
     QVERIFY(dec.bufferedCapacity() <= (std::size_t(1) << 20));
+}
+
+void TestFrame::recycledBuffersLargerThanTheFrame()
+{
+    // A recycled buffer may be larger than the frame; the decoder must still
+    // stop at the frame's end and leave the next header alone.
+    QByteArray stream;
+    for (int len : {300, 8, 1000}) {
+        stream += encoded(header(std::uint64_t(len)));
+        stream += QByteArray(len, char('a' + len % 26));
+    }
+    FrameDecoder dec(1, 0, 1 << 20);
+    dec.setBufferSource([](std::size_t) { Payload p; p.reserve(1 << 16); return p; });
+    std::vector<Message> got;
+    QVERIFY2(dec.feed(stream.constData(), std::size_t(stream.size()), [&](Message &&m) { got.push_back(std::move(m)); }),
+             dec.error().c_str());
+    QCOMPARE(got.size(), std::size_t(3));
+    QCOMPARE(got[0].payload.size(), std::size_t(300));
+    QCOMPARE(got[1].payload.size(), std::size_t(8));
+    QCOMPARE(got[2].payload.size(), std::size_t(1000));
+    QCOMPARE(got[2].payload.data()[999], char('a' + 1000 % 26));
 }
 
 QTEST_GUILESS_MAIN(TestFrame)
