@@ -1,10 +1,11 @@
 // smolctl: the headless command line. Wiring only: parse the command, hand
 // the rest of the arguments to the engine, return its exit code.
 //
-// Today only `smolctl bench allreduce` exists; the other commands in
-// docs and ARCHITECTURE.md (train, node, info, export) are not written yet
-// and say so instead of pretending.
+// Today `smolctl train` and `smolctl bench allreduce` exist; the other
+// commands in ARCHITECTURE.md (node, info, export) are not written yet and say
+// so instead of pretending.
 #include "engine/allreduce_bench.h"
+#include "engine/train_command.h"
 
 #include <QCoreApplication>
 #include <QStringList>
@@ -17,6 +18,8 @@ namespace {
 const char kUsage[] = R"(Usage: smolctl COMMAND [OPTIONS]
 
 Commands:
+  train             train a model on an in-process cluster (nodes as threads,
+                    real TCP over loopback); see `smolctl train --help`
   bench allreduce   time our TCP ring all-reduce (and optionally c10d Gloo's)
                     over loopback, ranks as threads; see `smolctl bench --help`
 
@@ -24,7 +27,7 @@ Options:
   -h, --help        show this help
   --version         print the version
 
-Not implemented yet: train, node, info, export, and bench train|session|timeline.
+Not implemented yet: node, info, export, and bench train|session|timeline.
 )";
 
 const char kBenchUsage[] = R"(Usage: smolctl bench allreduce [OPTIONS]
@@ -105,10 +108,12 @@ int main(int argc, char **argv)
     }
     if (command == QLatin1String("bench"))
         return runBench(args.mid(1), out, err);
-    for (const char *planned : {"train", "node", "info", "export"}) {
+    if (command == QLatin1String("train"))
+        return smol::engine::runTrainCommand(args.mid(1), out, err);
+    for (const char *planned : {"node", "info", "export"}) {
         if (command == QLatin1String(planned))
             return fail(err,
-                        QStringLiteral("'%1' is not implemented yet (today: bench allreduce)").arg(command));
+                        QStringLiteral("'%1' is not implemented yet (today: train, bench allreduce)").arg(command));
     }
     return fail(err, QStringLiteral("unknown command '%1' (try `smolctl --help`)").arg(command));
 }

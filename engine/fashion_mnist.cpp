@@ -1,0 +1,277 @@
+// Fashion-MNIST as a DataSource: 60000 training and 10000 test images of
+// 28x28 grey pixels in 10 classes, from Debian's dataset-fashion-mnist.
+//
+// What it does: decompresses the package's gzip IDX files once into a cache
+// directory (each through a temporary file renamed into place, so concurrent
+// processes and threads never read half a file), loads them with LibTorch's
+// MNIST reader (same IDX layout) when the DataSource is made, and keeps the
+// pixels as bytes (47 MB instead of 188 MB of float32). The training order is
+// a permutation fixed by the seed, made with our own Fisher-Yates shuffle over
+// std::mt19937_64: both are fully specified by the C++ standard, so nodes on
+// different machines draw the same samples. Step s of global batch B takes
+// permutation entries s*B, s*B + 1, ... (mod 60000), wrapping into the next
+// epoch with the same order; rank r of N gets rows [r*B/N, (r+1)*B/N).
+//
+// What it does not do: no augmentation, no per-epoch reshuffle, no
+// normalisation beyond [0, 1]. A valid cache file is recognised by its size
+// only: point cacheDir elsewhere when dataDir holds a different data set in
+// the same format (e.g. the original MNIST).
+#include "engine/data_source.h"
+
+#include <torch/torch.h>
+#include <zlib.h>
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace smol::engine {
+
+namespace {
+
+namespace fs = std::filesystem;
+using torch::data::datasets::MNIST;
+
+constexpr std::int64_t kPixels = 28 * 28;
+constexpr std::int64_t kTrainSize = 60000;
+constexpr std::int64_t kTestSize = 10000;
+constexpr std::int64_t kTrainPixels = kTrainSize * kPixels;
+constexpr std::int64_t kTestPixels = kTestSize * kPixels;
+constexpr const char *kInstallHint =
+    "install Debian's dataset-fashion-mnist: apt-get install dataset-fashion-mnist";
+
+// The names MNIST's reader expects, and their uncompressed sizes (IDX header
+// of 16 bytes for images, 8 for labels, then one byte per pixel or label).
+struct IdxFile {
+    const char *name;
+    std::uintmax_t bytes;
+};
+constexpr IdxFile kIdxFiles[] = {
+    {"train-images-idx3-ubyte", 16 + kTrainPixels},
+    {"train-labels-idx1-ubyte", 8 + kTrainSize},
+    {"t10k-images-idx3-ubyte", 16 + kTestPixels},
+    {"t10k-labels-idx1-ubyte", 8 + kTestSize},
+};
+
+fs::path defaultCacheDir()
+{
+    // XDG: a relative XDG_CACHE_HOME is invalid and must be ignored.
+    if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && xdg[0] == '/')
+        return fs::path(xdg) / "smolcluster" / "fashion-mnist";
+    if (const char *home = std::getenv("HOME"); home && home[0] != '\0')
+        return fs::path(home) / ".cache" / "smolcluster" / "fashion-mnist";
+    return fs::temp_directory_path() / "smolcluster-cache" / "fashion-mnist";
+}
+
+// A file created next to its destination; removed unless committed.
+class TempFile {
+public:
+    explicit TempFile(const fs::path &destination)
+        : m_path(destination.string() + ".tmp.XXXXXX")
+    {
+        m_fd = mkstemp(m_path.data());
+        if (m_fd < 0)
+            throw DataError("cannot create a temporary file in " + destination.parent_path().string() + ": " +
+                            std::strerror(errno));
+    }
+    ~TempFile()
+    {
+        if (m_fd >= 0)
+            ::close(m_fd);
+        if (!m_committed)
+            ::unlink(m_path.c_str());
+    }
+    TempFile(const TempFile &) = delete;
+    TempFile &operator=(const TempFile &) = delete;
+
+    void write(const char *data, std::size_t bytes)
+    {
+        while (bytes > 0) {
+            const ssize_t n = ::write(m_fd, data, bytes);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                throw DataError("cannot write " + m_path + ": " + std::strerror(errno));
+            data += n;
+            bytes -= std::size_t(n);
+        }
+    }
+
+    // Atomic on POSIX: readers see the old file, no file, or all of this one.
+    void commitAs(const fs::path &destination)
+    {
+        const int fd = m_fd;
+        m_fd = -1;
+        if (::close(fd) != 0)
+            throw DataError("cannot write " + m_path + ": " + std::strerror(errno));
+        std::error_code ec;
+        fs::rename(m_path, destination, ec);
+        if (ec)
+            throw DataError("cannot rename " + m_path + " to " + destination.string() + ": " + ec.message());
+        m_committed = true;
+    }
+
+private:
+    std::string m_path;
+    int m_fd = -1;
+    bool m_committed = false;
+};
+
+// gunzip `gz` to `out` unless `out` already has the expected size.
+void decompressOnce(const fs::path &gz, const fs::path &out, std::uintmax_t expectedBytes)
+{
+    std::error_code ec;
+    if (fs::file_size(out, ec) == expectedBytes && !ec)
+        return;
+
+    TempFile tmp(out);
+    gzFile in = gzopen(gz.c_str(), "rb");
+    if (!in)
+        throw DataError("cannot open " + gz.string() + ": " + std::strerror(errno));
+    std::vector<char> buffer(1 << 20);
+    std::uintmax_t total = 0;
+    for (;;) {
+        const int n = gzread(in, buffer.data(), unsigned(buffer.size()));
+        if (n < 0) {
+            int code = 0;
+            const std::string reason = gzerror(in, &code);
+            gzclose(in);
+            throw DataError("cannot decompress " + gz.string() + ": " + reason);
+        }
+        if (n == 0)
+            break;
+        tmp.write(buffer.data(), std::size_t(n));
+        total += std::uintmax_t(n);
+    }
+    gzclose(in);
+    if (total != expectedBytes)
+        throw DataError(gz.string() + " decompresses to " + std::to_string(total) + " bytes, expected " +
+                        std::to_string(expectedBytes) +
+                        " (truncated or not Fashion-MNIST?); reinstall it: " + kInstallHint);
+    tmp.commitAs(out);
+}
+
+// An unbiased draw from [0, n): modulo of a rejection-sampled 64-bit word, so
+// the result depends only on the generator (std::uniform_int_distribution's
+// algorithm is left to the standard library).
+std::uint64_t uniformBelow(std::mt19937_64 &rng, std::uint64_t n)
+{
+    constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+    const std::uint64_t limit = kMax - kMax % n; // a multiple of n
+    std::uint64_t x = rng();
+    while (x >= limit)
+        x = rng();
+    return x % n;
+}
+
+class FashionMnist : public DataSource {
+public:
+    FashionMnist(std::uint64_t seed, const fs::path &dataDir, const fs::path &cacheDir)
+    {
+        for (const IdxFile &f : kIdxFiles) {
+            const fs::path gz = dataDir / (std::string(f.name) + ".gz");
+            std::error_code ec;
+            if (!fs::is_regular_file(gz, ec))
+                throw DataError("Fashion-MNIST is missing (" + gz.string() + " not found); " + kInstallHint);
+        }
+        std::error_code ec;
+        fs::create_directories(cacheDir, ec);
+        if (ec)
+            throw DataError("cannot create the cache directory " + cacheDir.string() + ": " + ec.message());
+        for (const IdxFile &f : kIdxFiles)
+            decompressOnce(dataDir / (std::string(f.name) + ".gz"), cacheDir / f.name, f.bytes);
+
+        try {
+            const MNIST train(cacheDir.string(), MNIST::Mode::kTrain);
+            const MNIST test(cacheDir.string(), MNIST::Mode::kTest);
+            m_trainImages = toBytes(train.images());
+            m_trainLabels = train.targets().to(torch::kInt64);
+            m_testImages = toBytes(test.images());
+            m_testLabels = test.targets().to(torch::kInt64);
+        } catch (const c10::Error &e) {
+            throw DataError("cannot read Fashion-MNIST from " + cacheDir.string() + ": " +
+                            firstLine(e.what_without_backtrace()));
+        }
+
+        // Fisher-Yates, last position first.
+        m_order.resize(std::size_t(kTrainSize));
+        for (std::int64_t i = 0; i < kTrainSize; ++i)
+            m_order[std::size_t(i)] = i;
+        std::mt19937_64 rng(seed);
+        for (std::size_t i = m_order.size() - 1; i > 0; --i)
+            std::swap(m_order[i], m_order[uniformBelow(rng, i + 1)]);
+    }
+
+    std::string name() const override { return "fashion-mnist"; }
+
+    Batch trainBatch(std::int64_t step, std::int64_t globalBatch, int rank, int nodes) const override
+    {
+        if (step < 0)
+            throw std::invalid_argument("step " + std::to_string(step) + " is negative");
+        if (globalBatch <= 0 || nodes <= 0 || rank < 0 || rank >= nodes)
+            throw std::invalid_argument("bad batch split: global batch " + std::to_string(globalBatch) +
+                                        ", rank " + std::to_string(rank) + " of " + std::to_string(nodes) +
+                                        " nodes");
+        if (globalBatch % nodes != 0)
+            throw std::invalid_argument("global batch " + std::to_string(globalBatch) +
+                                        " is not divisible by the " + std::to_string(nodes) + " nodes");
+        const std::int64_t rows = globalBatch / nodes;
+        // (step * B + rank * rows) mod 60000, without overflow for any step.
+        const std::int64_t start =
+            ((step % kTrainSize) * (globalBatch % kTrainSize) + rank * rows) % kTrainSize;
+
+        torch::Tensor index = torch::empty({rows}, torch::kInt64); // (rows)
+        std::int64_t *at = index.data_ptr<std::int64_t>();
+        for (std::int64_t i = 0; i < rows; ++i)
+            at[i] = m_order[std::size_t((start + i) % kTrainSize)];
+
+        Batch batch;
+        batch.input =
+            m_trainImages.index_select(/*dim=*/0, index).to(torch::kFloat32).div_(255); // (rows, 784)
+        batch.target = m_trainLabels.index_select(/*dim=*/0, index);                    // (rows)
+        return batch;
+    }
+
+    Batch testSet() const override
+    {
+        Batch batch;
+        batch.input = m_testImages.to(torch::kFloat32).div_(255); // (10000, 784)
+        batch.target = m_testLabels.clone();                      // (10000)
+        return batch;
+    }
+
+private:
+    // MNIST's reader returns (N, 1, 28, 28) float32 = byte / 255; the round
+    // trip to bytes is exact, and dividing again later gives the same floats.
+    static torch::Tensor toBytes(const torch::Tensor &images)
+    {
+        return images.reshape({images.size(0), kPixels}).mul(255).round_().to(torch::kUInt8); // (N, 784)
+    }
+
+    static std::string firstLine(const std::string &s) { return s.substr(0, s.find('\n')); }
+
+    torch::Tensor m_trainImages;       // (60000, 784) uint8, read-only after construction
+    torch::Tensor m_trainLabels;       // (60000) int64
+    torch::Tensor m_testImages;        // (10000, 784) uint8
+    torch::Tensor m_testLabels;        // (10000) int64
+    std::vector<std::int64_t> m_order; // training sample at each position of an epoch
+};
+
+} // namespace
+
+std::shared_ptr<DataSource> makeFashionMnist(std::uint64_t seed, const std::string &dataDir,
+                                             const std::string &cacheDir)
+{
+    return std::make_shared<FashionMnist>(seed, dataDir,
+                                          cacheDir.empty() ? defaultCacheDir() : fs::path(cacheDir));
+}
+
+} // namespace smol::engine

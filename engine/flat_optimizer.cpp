@@ -1,0 +1,44 @@
+#include "flat_optimizer.h"
+
+#include <cmath>
+
+namespace smol::engine {
+
+const char *optimizerName(OptimizerConfig::Kind kind)
+{
+    return kind == OptimizerConfig::Kind::Adam ? "adam" : "sgd";
+}
+
+FlatOptimizer::FlatOptimizer(const OptimizerConfig &config, std::int64_t numel)
+    : m_config(config)
+{
+    if (config.kind == OptimizerConfig::Kind::Adam) {
+        m_exp = torch::zeros({numel}, torch::kFloat32);
+        m_expSq = torch::zeros({numel}, torch::kFloat32);
+    }
+}
+
+void FlatOptimizer::step(torch::Tensor params, const torch::Tensor &grads)
+{
+    torch::NoGradGuard noGrad;
+    ++m_step;
+    if (m_config.kind == OptimizerConfig::Kind::Sgd) {
+        params.add_(grads, -m_config.lr);
+        return;
+    }
+    const double bc1 = 1 - std::pow(m_config.beta1, double(m_step));
+    const double bc2 = 1 - std::pow(m_config.beta2, double(m_step));
+    m_exp.mul_(m_config.beta1).add_(grads, 1 - m_config.beta1);
+    m_expSq.mul_(m_config.beta2).addcmul_(grads, grads, 1 - m_config.beta2);
+    const torch::Tensor denom = (m_expSq.sqrt() / std::sqrt(bc2)).add_(m_config.eps);
+    params.addcdiv_(m_exp, denom, -m_config.lr / bc1);
+}
+
+std::vector<torch::Tensor> FlatOptimizer::state() const
+{
+    if (m_config.kind == OptimizerConfig::Kind::Adam)
+        return {m_exp, m_expSq};
+    return {};
+}
+
+} // namespace smol::engine

@@ -1,0 +1,138 @@
+// ddp: distributed data parallel.
+//
+// Every node holds the whole model. Per step, node r computes gradients on
+// its B/N samples; gradients are averaged across nodes with ring all-reduce
+// in buckets of about `bucketBytes`. Buckets follow the parameters in
+// reverse order (the order backward produces them) and each is launched from
+// the autograd hook that completes it, while backward is still running for
+// the earlier layers. Then every node applies the same optimizer update to
+// the same averaged gradients, so the replicas stay identical.
+//
+// Holds: all parameters, all gradients, all optimizer state (Adam: 2x params).
+// Bytes on the wire per node per step: 2(N-1)/N x 4P sent and the same
+// received (P = parameter count), in ceil(4P / bucketBytes) all-reduces.
+#include "strategies.h"
+
+#include "engine/flat_params.h"
+#include "engine/tensor_bridge.h"
+#include "net/communicator.h"
+
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+namespace smol::engine {
+
+namespace {
+
+class DdpStrategy : public Strategy {
+public:
+    std::string name() const override { return "ddp"; }
+
+    void setup(NodeContext &ctx) override
+    {
+        m_ctx = ctx;
+        m_flat = std::make_unique<FlatParams>(ctx.model->namedParameters());
+        m_flat->attachGrads();
+        m_opt = std::make_unique<FlatOptimizer>(ctx.optimizer, m_flat->numel());
+
+        // Buckets: consecutive parameters from the last one backwards.
+        const auto &slots = m_flat->slots();
+        m_bucketOf.assign(slots.size(), 0);
+        for (std::size_t i = slots.size(); i-- > 0;) {
+            if (m_buckets.empty() || m_buckets.back().bytes >= ctx.bucketBytes)
+                m_buckets.push_back(Bucket{slots[i].offset, 0, 0, 0});
+            Bucket &b = m_buckets.back();
+            b.begin = slots[i].offset;
+            b.numel += slots[i].numel;
+            b.bytes += slots[i].numel * 4;
+            ++b.params;
+            m_bucketOf[i] = m_buckets.size() - 1;
+        }
+        for (std::size_t i = 0; i < slots.size(); ++i) {
+            auto acc = torch::autograd::impl::grad_accumulator(slots[i].param);
+            acc->add_post_hook(std::make_unique<ReadyHook>(this, i));
+            m_accumulators.push_back(std::move(acc));
+        }
+    }
+
+    double step(std::int64_t step) override
+    {
+        m_flat->grads().zero_();
+        for (auto &b : m_buckets)
+            b.ready = 0;
+        m_launched = 0;
+        const torch::Tensor loss = m_ctx.model->loss(localBatch(m_ctx, step));
+        loss.backward();
+        launchReady(/*all=*/true); // parameters that got no gradient still take part
+        m_opt->step(m_flat->values(), m_flat->grads());
+        return loss.item<double>();
+    }
+
+    MemoryBreakdown memory() const override
+    {
+        MemoryBreakdown m;
+        m.params = m_flat->values().nbytes();
+        m.grads = m_flat->grads().nbytes();
+        for (const auto &t : m_opt->state())
+            m.optimizer += t.nbytes();
+        return m;
+    }
+
+    torch::Tensor fullParameters() override { return m_flat->values().clone(); }
+
+    std::vector<ShardRange> shards() const override { return replicatedShardMap(m_flat->slots()); }
+
+private:
+    struct Bucket {
+        std::int64_t begin;  // flat offset of its first element
+        std::int64_t numel;
+        std::int64_t bytes;
+        int params;
+        int ready = 0;
+    };
+
+    // Runs after AccumulateGrad has added a parameter's gradient to .grad.
+    struct ReadyHook : torch::autograd::FunctionPostHook {
+        ReadyHook(DdpStrategy *self, std::size_t slot) : m_self(self), m_slot(slot) {}
+        torch::autograd::variable_list operator()(const torch::autograd::variable_list &outputs,
+                                                  const torch::autograd::variable_list &) override
+        {
+            Bucket &b = m_self->m_buckets[m_self->m_bucketOf[m_slot]];
+            ++b.ready;
+            m_self->launchReady(/*all=*/false);
+            return outputs;
+        }
+        DdpStrategy *m_self;
+        std::size_t m_slot;
+    };
+
+    // All-reduce buckets strictly in order, so every node issues the same
+    // sequence of collectives whatever order its hooks fire in.
+    void launchReady(bool all)
+    {
+        while (m_launched < m_buckets.size() &&
+               (all || m_buckets[m_launched].ready == m_buckets[m_launched].params)) {
+            const Bucket &b = m_buckets[m_launched];
+            m_ctx.comm->allReduce(viewOf(m_flat->grads().narrow(0, b.begin, b.numel)), net::ReduceOp::Average,
+                                  "grads.bucket" + std::to_string(m_launched));
+            ++m_launched;
+        }
+    }
+
+    NodeContext m_ctx;
+    std::unique_ptr<FlatParams> m_flat;
+    std::unique_ptr<FlatOptimizer> m_opt;
+    std::vector<Bucket> m_buckets;
+    std::vector<std::size_t> m_bucketOf;
+    std::vector<std::shared_ptr<torch::autograd::Node>> m_accumulators;
+    std::size_t m_launched = 0;
+};
+
+} // namespace
+
+std::unique_ptr<Strategy> makeDdpStrategy()
+{
+    return std::make_unique<DdpStrategy>();
+}
+
+} // namespace smol::engine

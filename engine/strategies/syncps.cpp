@@ -1,0 +1,119 @@
+// syncps: synchronous parameter server.
+//
+// Rank 0 is a dedicated server: it holds the parameters and the optimizer
+// state and computes nothing. Ranks 1..N-1 are workers; each takes
+// B/(N-1) samples of the global batch. Per step:
+//   1. every worker computes gradients on its samples;
+//   2. push: every worker sends its whole gradient to the server;
+//   3. the server waits for all N-1 pushes, averages them (in rank order),
+//      and applies the optimizer;
+//   4. pull: the server sends the new parameters to every worker.
+//
+// Holds: server: parameters, optimizer state, one gradient accumulator;
+// workers: parameters and gradients.
+// Bytes on the wire per step: each worker sends 4P and receives 4P; the
+// server receives (N-1) x 4P and sends (N-1) x 4P. The server's link carries
+// N-1 times a worker's traffic: the bottleneck ring all-reduce removes.
+#include "strategies.h"
+
+#include "engine/flat_params.h"
+#include "engine/tensor_bridge.h"
+#include "net/communicator.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace smol::engine {
+
+namespace {
+
+class SyncPsStrategy : public Strategy {
+public:
+    std::string name() const override { return "syncps"; }
+
+    void setup(NodeContext &ctx) override
+    {
+        if (ctx.nodes < 2)
+            throw std::invalid_argument("syncps needs at least 2 nodes (a server and a worker)");
+        if (ctx.globalBatch % (ctx.nodes - 1) != 0)
+            throw std::invalid_argument("syncps splits the global batch over " + std::to_string(ctx.nodes - 1) +
+                                        " workers: " + std::to_string(ctx.globalBatch) + " is not divisible");
+        m_ctx = ctx;
+        m_flat = std::make_unique<FlatParams>(ctx.model->namedParameters());
+        if (isServer()) {
+            m_opt = std::make_unique<FlatOptimizer>(ctx.optimizer, m_flat->numel());
+            m_sum = torch::zeros({m_flat->numel()}, torch::kFloat32);
+            m_incoming = torch::empty({m_flat->numel()}, torch::kFloat32);
+        } else {
+            m_flat->attachGrads();
+        }
+    }
+
+    double step(std::int64_t step) override
+    {
+        if (isServer()) {
+            m_sum.zero_();
+            for (int w = 1; w < m_ctx.nodes; ++w) {
+                m_ctx.comm->recv(w, viewOf(m_incoming), "grads", net::CollectiveKind::Push);
+                m_sum.add_(m_incoming);
+            }
+            m_sum.div_(double(m_ctx.nodes - 1));
+            m_opt->step(m_flat->values(), m_sum);
+            for (int w = 1; w < m_ctx.nodes; ++w)
+                m_ctx.comm->send(w, viewOf(m_flat->values()), "params", net::CollectiveKind::Pull);
+            return std::nan("");
+        }
+        m_flat->grads().zero_();
+        const Batch batch = m_ctx.data->trainBatch(step, m_ctx.globalBatch, m_ctx.rank - 1, m_ctx.nodes - 1);
+        const torch::Tensor loss = m_ctx.model->loss(batch);
+        loss.backward();
+        m_ctx.comm->send(0, viewOf(m_flat->grads()), "grads", net::CollectiveKind::Push);
+        m_ctx.comm->recv(0, viewOf(m_flat->values()), "params", net::CollectiveKind::Pull);
+        return loss.item<double>();
+    }
+
+    MemoryBreakdown memory() const override
+    {
+        MemoryBreakdown m;
+        m.params = m_flat->values().nbytes();
+        if (isServer()) {
+            m.grads = m_sum.nbytes();
+            m.comm = m_incoming.nbytes();
+            for (const auto &t : m_opt->state())
+                m.optimizer += t.nbytes();
+        } else {
+            m.grads = m_flat->grads().nbytes();
+        }
+        return m;
+    }
+
+    torch::Tensor fullParameters() override { return m_flat->values().clone(); }
+
+    std::vector<ShardRange> shards() const override
+    {
+        std::vector<ShardRange> out;
+        for (const auto &s : m_flat->slots())
+            out.push_back({s.name, 0, s.numel, 0, true}); // owned (updated) by the server, copied to all
+        return out;
+    }
+
+    bool isDataParallel() const override { return false; }
+
+private:
+    bool isServer() const { return m_ctx.rank == 0; }
+
+    NodeContext m_ctx;
+    std::unique_ptr<FlatParams> m_flat;
+    std::unique_ptr<FlatOptimizer> m_opt;
+    torch::Tensor m_sum;
+    torch::Tensor m_incoming;
+};
+
+} // namespace
+
+std::unique_ptr<Strategy> makeSyncPsStrategy()
+{
+    return std::make_unique<SyncPsStrategy>();
+}
+
+} // namespace smol::engine

@@ -1,0 +1,61 @@
+#include "strategy.h"
+
+#include "flat_params.h"
+#include "net/communicator.h"
+#include "strategies/strategies.h"
+
+#include <stdexcept>
+
+namespace smol::engine {
+
+std::vector<std::string> strategyNames()
+{
+    return {"single", "ddp", "zero1", "zero2", "zero3", "syncps"};
+}
+
+std::unique_ptr<Strategy> makeStrategy(const std::string &name)
+{
+    if (name == "single")
+        return makeSingleStrategy();
+    if (name == "ddp")
+        return makeDdpStrategy();
+    if (name == "zero1")
+        return makeZero1Strategy();
+    if (name == "zero2")
+        return makeZero2Strategy();
+    if (name == "zero3")
+        return makeZero3Strategy();
+    if (name == "syncps")
+        return makeSyncPsStrategy();
+    throw std::invalid_argument("unknown strategy '" + name + "'");
+}
+
+Batch localBatch(const NodeContext &ctx, std::int64_t step)
+{
+    return ctx.data->trainBatch(step, ctx.globalBatch, ctx.rank, ctx.nodes);
+}
+
+std::vector<ShardRange> replicatedShardMap(const std::vector<ParamSlot> &slots)
+{
+    std::vector<ShardRange> out;
+    for (const auto &s : slots)
+        out.push_back({s.name, 0, s.numel, -1, true});
+    return out;
+}
+
+std::vector<ShardRange> chunkedShardMap(const std::vector<ParamSlot> &slots, std::int64_t numel, int nodes,
+                                        int materialisedOwner)
+{
+    std::vector<ShardRange> out;
+    for (const auto &s : slots)
+        for (int r = 0; r < nodes; ++r) {
+            const auto c = net::Communicator::chunk(std::size_t(numel), nodes, r);
+            const std::int64_t b = std::max<std::int64_t>(s.offset, std::int64_t(c.offset));
+            const std::int64_t e = std::min<std::int64_t>(s.offset + s.numel, std::int64_t(c.offset + c.count));
+            if (b < e)
+                out.push_back({s.name, b - s.offset, e - s.offset, r, materialisedOwner < 0 || materialisedOwner == r});
+        }
+    return out;
+}
+
+} // namespace smol::engine

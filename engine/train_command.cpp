@@ -1,0 +1,252 @@
+// `smolctl train`: arguments -> TrainConfig -> runTraining -> output.
+//
+// Plain output: a progress line (step, loss, samples/s) and a summary.
+// --json: one JSON object per line: {"type":"step",...} per step, then
+// {"type":"summary",...} with the fields ARCHITECTURE.md's headless contract
+// lists.
+#include "train_command.h"
+
+#include "data_source.h"
+#include "trainer.h"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include <cstdio>
+#include <unistd.h>
+
+namespace smol::engine {
+
+const char kTrainUsage[] = R"(Usage: smolctl train [OPTIONS]
+
+Trains a model on an in-process cluster: every node is a thread of this
+process, connected to the others by real TCP over loopback (or in-memory
+queues with --transport inproc).
+
+Options:
+  --strategy S        single|ddp|zero1|zero2|syncps (default ddp)
+  --nodes N           1 to 16 (default 2; single needs 1)
+  --model M           mlp (Fashion-MNIST) | gpt (characters) | PATH.pt
+                      (a TorchScript module taking (B,784) images, returning
+                      (B,10) logits) (default mlp)
+  --steps K           optimisation steps (default 100)
+  --global-batch B    samples per step over all nodes (default 64)
+  --seed S            seed for weights and sample order (default 0)
+  --transport T       tcp|inproc (default tcp)
+  --optimizer O       sgd|adam (default sgd)
+  --lr X              learning rate (default 0.05 for sgd, 0.001 for adam)
+  --bucket-bytes N    ddp gradient bucket size (default 262144)
+  --corpus FILE       gpt: text to train on (default: the GPL-3 text that
+                      Debian's base-files installs)
+  --n-layer N --n-head N --n-embd N --block-size N   gpt sizes (2, 4, 64, 64)
+  --json              one JSON object per line instead of progress text
+  -h, --help          show this help
+
+Exit code 0 on success, 1 when the run fails, 2 on bad arguments.
+)";
+
+namespace {
+
+QJsonArray toArray(const std::vector<std::uint64_t> &v)
+{
+    QJsonArray a;
+    for (auto x : v)
+        a.append(double(x));
+    return a;
+}
+
+QJsonArray toArray(const std::vector<std::int64_t> &v)
+{
+    QJsonArray a;
+    for (auto x : v)
+        a.append(double(x));
+    return a;
+}
+
+QJsonObject memoryJson(const NodeMemory &m)
+{
+    return QJsonObject{{"params", double(m.params)},         {"grads", double(m.grads)},
+                       {"optimizer", double(m.optimizer)},   {"activations", double(m.activations)},
+                       {"comm", double(m.comm)},             {"live", double(m.live)},
+                       {"peak", double(m.peak)}};
+}
+
+void printJson(QTextStream &out, const QJsonObject &o)
+{
+    out << QJsonDocument(o).toJson(QJsonDocument::Compact) << "\n";
+    out.flush();
+}
+
+class ProgressPrinter : public TrainObserver {
+public:
+    ProgressPrinter(QTextStream &out, bool json, std::int64_t steps) : m_out(out), m_json(json), m_steps(steps)
+    {
+        m_tty = isatty(fileno(stdout));
+    }
+    void onStep(const StepReport &r) override
+    {
+        if (m_json) {
+            QJsonArray live;
+            for (const auto &m : r.memory)
+                live.append(double(m.live));
+            printJson(m_out, QJsonObject{{"type", "step"},
+                                         {"step", double(r.step)},
+                                         {"loss", r.loss},
+                                         {"samples_per_s", r.samplesPerS},
+                                         {"seconds", r.seconds},
+                                         {"live_bytes_per_node", live}});
+            return;
+        }
+        const std::int64_t done = r.step + 1;
+        if (!m_tty && done != m_steps && done % std::max<std::int64_t>(1, m_steps / 10) != 0)
+            return;
+        const int width = 30;
+        const int filled = int(width * done / m_steps);
+        m_out << (m_tty ? "\r" : "") << "[" << QString(filled, '#') << QString(width - filled, '.') << "] step "
+              << done << "/" << m_steps << "  loss " << QString::number(r.loss, 'f', 4) << "  "
+              << QString::number(r.samplesPerS, 'f', 0) << " samples/s" << (m_tty ? "" : "\n");
+        if (m_tty && done == m_steps)
+            m_out << "\n";
+        m_out.flush();
+    }
+
+private:
+    QTextStream &m_out;
+    bool m_json;
+    std::int64_t m_steps;
+    bool m_tty = false;
+};
+
+} // namespace
+
+int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
+{
+    TrainConfig c;
+    bool json = false;
+    bool lrGiven = false;
+    auto bad = [&](const QString &why) {
+        err << "smolctl train: " << why << "\n";
+        err.flush();
+        return 2;
+    };
+    for (int i = 0; i < args.size(); ++i) {
+        const QString a = args[i];
+        if (a == "--json") {
+            json = true;
+            continue;
+        }
+        if (a == "-h" || a == "--help") {
+            out << kTrainUsage;
+            return 0;
+        }
+        if (i + 1 >= args.size())
+            return bad("'" + a + "' is unknown or needs a value (see smolctl train --help)");
+        const QString v = args[++i];
+        bool ok = true;
+        auto integer = [&](std::int64_t lo, std::int64_t hi) {
+            const qlonglong n = v.toLongLong(&ok);
+            ok = ok && n >= lo && n <= hi;
+            return std::int64_t(n);
+        };
+        if (a == "--strategy")
+            c.strategy = v.toStdString();
+        else if (a == "--nodes")
+            c.nodes = int(integer(1, 16));
+        else if (a == "--model")
+            c.model.kind = v.toStdString();
+        else if (a == "--steps")
+            c.steps = integer(1, 100000000);
+        else if (a == "--global-batch")
+            c.globalBatch = integer(1, 1 << 20);
+        else if (a == "--seed")
+            c.seed = std::uint64_t(integer(0, std::numeric_limits<std::int64_t>::max()));
+        else if (a == "--bucket-bytes")
+            c.bucketBytes = integer(4, std::int64_t(1) << 30);
+        else if (a == "--corpus")
+            c.corpus = v.toStdString();
+        else if (a == "--n-layer")
+            c.model.nLayer = integer(1, 64);
+        else if (a == "--n-head")
+            c.model.nHead = integer(1, 64);
+        else if (a == "--n-embd")
+            c.model.nEmbd = integer(1, 4096);
+        else if (a == "--block-size")
+            c.model.blockSize = integer(1, 4096);
+        else if (a == "--transport") {
+            ok = v == "tcp" || v == "inproc";
+            c.transport = v == "inproc" ? net::TransportKind::Inproc : net::TransportKind::Tcp;
+        } else if (a == "--optimizer") {
+            ok = v == "sgd" || v == "adam";
+            c.optimizer.kind = v == "adam" ? OptimizerConfig::Kind::Adam : OptimizerConfig::Kind::Sgd;
+        } else if (a == "--lr") {
+            c.optimizer.lr = v.toDouble(&ok);
+            ok = ok && c.optimizer.lr > 0;
+            lrGiven = true;
+        } else if (a == "--backend" || a == "--placement" || a == "--record" || a == "--listen" ||
+                   a == "--break") {
+            return bad(a + " is not available yet");
+        } else {
+            return bad("unknown option '" + a + "' (see smolctl train --help)");
+        }
+        if (!ok)
+            return bad("bad value '" + v + "' for " + a);
+    }
+    if (!lrGiven && c.optimizer.kind == OptimizerConfig::Kind::Adam)
+        c.optimizer.lr = 1e-3;
+    if (c.model.kind != "mlp" && c.model.kind != "gpt" && !QString::fromStdString(c.model.kind).endsWith(".pt"))
+        return bad("--model takes mlp, gpt or a TorchScript file ending in .pt, got '" +
+                   QString::fromStdString(c.model.kind) + "'");
+
+    ProgressPrinter progress(out, json, c.steps);
+    TrainSummary s;
+    try {
+        s = runTraining(c, &progress);
+    } catch (const std::invalid_argument &e) {
+        return bad(e.what());
+    } catch (const std::exception &e) {
+        err << "smolctl train: " << e.what() << "\n";
+        return 1;
+    }
+    if (json) {
+        QJsonArray memory;
+        for (const auto &m : s.memoryPerNode)
+            memory.append(memoryJson(m));
+        QJsonObject o{{"type", "summary"},
+                      {"strategy", QString::fromStdString(s.strategy)},
+                      {"nodes", s.nodes},
+                      {"steps", double(s.steps)},
+                      {"model", QString::fromStdString(c.model.kind)},
+                      {"optimizer", optimizerName(c.optimizer.kind)},
+                      {"transport", net::transportName(c.transport)},
+                      {"final_loss", s.finalLoss},
+                      {"param_count", double(s.paramCount)},
+                      {"param_checksum", s.paramChecksum},
+                      {"param_l2", s.paramL2},
+                      {"samples_per_s", s.samplesPerS},
+                      {"seconds", s.seconds},
+                      {"bytes_sent_per_node", toArray(s.bytesSentPerNode)},
+                      {"peak_bytes_per_node", toArray(s.peakBytesPerNode)},
+                      {"memory_per_node", memory}};
+        if (s.testAccuracy >= 0)
+            o.insert("test_accuracy", s.testAccuracy);
+        printJson(out, o);
+        return 0;
+    }
+    out << s.strategy.c_str() << " on " << s.nodes << " node(s), " << s.steps << " steps: final loss "
+        << QString::number(s.finalLoss, 'f', 4);
+    if (s.testAccuracy >= 0)
+        out << ", test accuracy " << QString::number(100 * s.testAccuracy, 'f', 1) << "%";
+    out << ", " << QString::number(s.samplesPerS, 'f', 0) << " samples/s\n";
+    out << "parameters: " << s.paramCount << ", checksum " << QString::number(s.paramChecksum, 'g', 10) << ", L2 "
+        << QString::number(s.paramL2, 'g', 10) << "\n";
+    for (int r = 0; r < s.nodes; ++r) {
+        const NodeMemory &m = s.memoryPerNode[std::size_t(r)];
+        out << "node " << r << ": sent " << s.bytesSentPerNode[std::size_t(r)] << " B; memory params " << m.params
+            << " grads " << m.grads << " optimizer " << m.optimizer << " activations " << m.activations << " comm "
+            << m.comm << " peak " << s.peakBytesPerNode[std::size_t(r)] << " B\n";
+    }
+    return 0;
+}
+
+} // namespace smol::engine

@@ -1,0 +1,247 @@
+#include "trainer.h"
+
+#include "memory_tracker.h"
+#include "net/communicator.h"
+#include "net/trace.h"
+#include "strategy.h"
+
+#include <QRandomGenerator>
+#include <QString>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+namespace smol::engine {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class ByteCounter : public net::TraceSink {
+public:
+    explicit ByteCounter(int nodes) : m_sent(new std::atomic<std::uint64_t>[std::size_t(nodes)]) {
+        for (int i = 0; i < nodes; ++i)
+            m_sent[std::size_t(i)] = 0;
+    }
+    void onFrame(const net::FrameEvent &e) override
+    {
+        if (e.side == net::FrameEvent::Side::Send)
+            m_sent[std::size_t(e.src)] += e.bytes;
+    }
+    std::uint64_t sent(int node) const { return m_sent[std::size_t(node)]; }
+
+private:
+    std::unique_ptr<std::atomic<std::uint64_t>[]> m_sent;
+};
+
+// Collects every node's loss for a step and reports the step once all are in.
+class StepBoard {
+public:
+    StepBoard(int nodes, std::int64_t steps, std::int64_t globalBatch, TrainObserver *observer)
+        : m_nodes(nodes), m_globalBatch(globalBatch), m_observer(observer),
+          m_losses(std::size_t(steps)), m_memory(std::size_t(steps), std::vector<NodeMemory>(std::size_t(nodes))),
+          m_count(std::size_t(steps), 0), m_start(Clock::now()) {}
+
+    void report(int node, std::int64_t step, double loss, const NodeMemory &mem)
+    {
+        StepReport r;
+        {
+            std::lock_guard lock(m_mutex);
+            if (!std::isnan(loss))
+                m_losses[std::size_t(step)].push_back(loss);
+            m_memory[std::size_t(step)][std::size_t(node)] = mem;
+            if (++m_count[std::size_t(step)] < m_nodes)
+                return;
+            r.step = step;
+            r.loss = mean(m_losses[std::size_t(step)]);
+            r.seconds = std::chrono::duration<double>(Clock::now() - m_start).count();
+            r.samplesPerS = r.seconds > 0 ? double((step + 1) * m_globalBatch) / r.seconds : 0;
+            r.memory = m_memory[std::size_t(step)];
+        }
+        if (m_observer)
+            m_observer->onStep(r);
+    }
+
+    std::vector<double> curve() const
+    {
+        std::vector<double> c;
+        for (const auto &l : m_losses)
+            c.push_back(mean(l));
+        return c;
+    }
+    std::vector<NodeMemory> lastMemory() const { return m_memory.empty() ? std::vector<NodeMemory>{} : m_memory.back(); }
+
+private:
+    static double mean(const std::vector<double> &v)
+    {
+        double s = 0;
+        for (double x : v)
+            s += x;
+        return v.empty() ? std::nan("") : s / double(v.size());
+    }
+
+    std::mutex m_mutex;
+    int m_nodes;
+    std::int64_t m_globalBatch;
+    TrainObserver *m_observer;
+    std::vector<std::vector<double>> m_losses;
+    std::vector<std::vector<NodeMemory>> m_memory;
+    std::vector<int> m_count;
+    Clock::time_point m_start;
+};
+
+NodeMemory snapshot(int node, const Strategy &strategy)
+{
+    const MemoryBreakdown b = strategy.memory();
+    const memory::Usage u = memory::usage(node);
+    NodeMemory m;
+    m.params = b.params;
+    m.grads = b.grads;
+    m.optimizer = b.optimizer;
+    m.comm = b.comm;
+    m.live = u.live;
+    m.peak = u.peak;
+    m.activations = std::max<std::int64_t>(0, u.live - b.params - b.grads - b.optimizer - b.comm);
+    return m;
+}
+
+void validate(const TrainConfig &c)
+{
+    const auto names = strategyNames();
+    if (std::find(names.begin(), names.end(), c.strategy) == names.end())
+        throw std::invalid_argument("unknown strategy '" + c.strategy + "'");
+    if (c.nodes < 1 || c.nodes > 16)
+        throw std::invalid_argument("--nodes must be between 1 and 16");
+    if (c.strategy == "single" && c.nodes != 1)
+        throw std::invalid_argument("the single strategy runs on exactly 1 node");
+    if (c.steps < 1)
+        throw std::invalid_argument("--steps must be at least 1");
+    if (c.globalBatch < 1)
+        throw std::invalid_argument("--global-batch must be at least 1");
+    if (!(c.optimizer.lr > 0) || !std::isfinite(c.optimizer.lr))
+        throw std::invalid_argument("--lr must be a positive number");
+}
+
+} // namespace
+
+TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
+{
+    validate(configIn);
+    TrainConfig config = configIn;
+    config.model.seed = config.seed;
+    memory::install();
+    torch::set_num_threads(1); // one LibTorch thread per node: allocations stay on the node's thread
+
+    std::shared_ptr<const DataSource> data;
+    if (config.model.kind == "gpt") {
+        data = makeCharCorpus(config.seed, config.model.blockSize, config.corpus);
+        config.model.vocabSize = data->vocabSize();
+    } else {
+        data = makeFashionMnist(config.seed);
+    }
+    const bool dataParallel = config.strategy != "syncps" && config.strategy != "edp";
+    const int workers = dataParallel ? config.nodes : config.nodes - 1;
+    if (workers >= 1 && config.globalBatch % workers != 0)
+        throw std::invalid_argument("--global-batch " + std::to_string(config.globalBatch) +
+                                    " does not split evenly over " + std::to_string(workers) + " nodes");
+
+    std::vector<std::unique_ptr<net::Transport>> mesh;
+    if (config.nodes > 1) {
+        const std::string token = QString::number(QRandomGenerator::system()->generate64(), 16).toStdString();
+        mesh = net::makeLocalMesh(config.transport, config.nodes, token);
+    }
+    ByteCounter bytes(config.nodes);
+    if (config.countBytes)
+        for (auto &t : mesh)
+            t->setTraceSink(&bytes);
+
+    StepBoard board(config.nodes, config.steps, config.globalBatch, observer);
+    std::mutex errorMutex;
+    std::string firstError;
+    torch::Tensor finalParams;
+    std::vector<double> nodeSeconds(static_cast<std::size_t>(config.nodes), 0.0);
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < config.nodes; ++rank) {
+        threads.emplace_back([&, rank] {
+            try {
+                memory::NodeScope scope(rank);
+                memory::resetNode(rank);
+                std::unique_ptr<TrainModel> model = makeModel(config.model);
+                std::unique_ptr<net::Communicator> comm;
+                if (!mesh.empty())
+                    comm = std::make_unique<net::Communicator>(*mesh[std::size_t(rank)]);
+                std::unique_ptr<Strategy> strategy = makeStrategy(config.strategy);
+                NodeContext ctx;
+                ctx.rank = rank;
+                ctx.nodes = config.nodes;
+                ctx.comm = comm.get();
+                ctx.data = data;
+                ctx.model = model.get();
+                ctx.optimizer = config.optimizer;
+                ctx.globalBatch = config.globalBatch;
+                ctx.bucketBytes = config.bucketBytes;
+                strategy->setup(ctx);
+                const auto t0 = Clock::now();
+                for (std::int64_t k = 0; k < config.steps; ++k) {
+                    const double loss = strategy->step(k);
+                    board.report(rank, k, loss, snapshot(rank, *strategy));
+                }
+                nodeSeconds[std::size_t(rank)] = std::chrono::duration<double>(Clock::now() - t0).count();
+                torch::Tensor full = strategy->fullParameters();
+                if (rank == 0)
+                    finalParams = full;
+            } catch (const std::exception &e) {
+                {
+                    std::lock_guard lock(errorMutex);
+                    if (firstError.empty())
+                        firstError = "node " + std::to_string(rank) + ": " + e.what();
+                }
+                // Peers blocked in a collective with this node fail at once.
+                if (!mesh.empty())
+                    mesh[std::size_t(rank)]->abort();
+            }
+        });
+    }
+    for (auto &t : threads)
+        t.join();
+    for (auto &t : mesh)
+        t->setTraceSink(nullptr);
+    if (!firstError.empty())
+        throw std::runtime_error(firstError);
+
+    TrainSummary s;
+    s.strategy = config.strategy;
+    s.nodes = config.nodes;
+    s.steps = config.steps;
+    s.lossCurve = board.curve();
+    s.finalLoss = s.lossCurve.back();
+    s.finalParams = finalParams;
+    s.paramCount = finalParams.numel();
+    s.paramChecksum = finalParams.to(torch::kFloat64).sum().item<double>();
+    s.paramL2 = finalParams.to(torch::kFloat64).norm().item<double>();
+    s.seconds = *std::max_element(nodeSeconds.begin(), nodeSeconds.end());
+    s.samplesPerS = s.seconds > 0 ? double(config.steps * config.globalBatch) / s.seconds : 0;
+    s.memoryPerNode = board.lastMemory();
+    for (int r = 0; r < config.nodes; ++r) {
+        s.bytesSentPerNode.push_back(bytes.sent(r));
+        s.peakBytesPerNode.push_back(memory::usage(r).peak);
+    }
+    // Test accuracy on a fresh replica loaded with the final parameters.
+    if (config.model.kind != "gpt") {
+        std::unique_ptr<TrainModel> eval = makeModel(config.model);
+        torch::NoGradGuard noGrad;
+        std::int64_t at = 0;
+        for (auto &[name, p] : eval->namedParameters()) {
+            p.copy_(finalParams.narrow(0, at, p.numel()).view(p.sizes()));
+            at += p.numel();
+        }
+        s.testAccuracy = eval->accuracy(data->testSet());
+    }
+    return s;
+}
+
+} // namespace smol::engine

@@ -1,0 +1,83 @@
+// An in-process cluster: N nodes as threads of this process, connected by a
+// real transport (TCP over loopback by default, or in-memory queues), each
+// running one strategy object on its own model replica or shard. What
+// `smolctl train` runs, and what the tests compare strategies with.
+//
+// Does not (yet): run nodes in other processes, pause at collectives, or
+// record sessions; those belong to the cluster runtime.
+#pragma once
+
+#include "flat_optimizer.h"
+#include "model.h"
+#include "net/transport.h"
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace smol::engine {
+
+struct TrainConfig {
+    std::string strategy = "ddp";
+    int nodes = 2;
+    ModelConfig model;  // kind and sizes; model.seed is set from seed
+    std::string corpus; // gpt: text file ("" = default corpus)
+    std::int64_t steps = 100;
+    std::int64_t globalBatch = 64;
+    std::uint64_t seed = 0;
+    net::TransportKind transport = net::TransportKind::Tcp;
+    OptimizerConfig optimizer;
+    std::int64_t bucketBytes = 256 * 1024;
+    bool countBytes = true; // attach a trace sink that counts bytes per node
+};
+
+struct NodeMemory {
+    std::int64_t params = 0;
+    std::int64_t grads = 0;
+    std::int64_t optimizer = 0;
+    std::int64_t activations = 0; // live minus the rest (never negative)
+    std::int64_t comm = 0;
+    std::int64_t live = 0;
+    std::int64_t peak = 0;
+};
+
+struct StepReport {
+    std::int64_t step = 0;
+    double loss = 0;         // mean over the nodes that computed one
+    double seconds = 0;      // wall time since training started
+    double samplesPerS = 0;  // global batches x batch size so far / seconds
+    std::vector<NodeMemory> memory;
+};
+
+class TrainObserver {
+public:
+    virtual ~TrainObserver() = default;
+    // Called once per step, after every node finished it, from a node thread.
+    virtual void onStep(const StepReport &report) = 0;
+};
+
+struct TrainSummary {
+    std::string strategy;
+    int nodes = 0;
+    std::int64_t steps = 0;
+    double finalLoss = 0;
+    double testAccuracy = -1; // -1: not a classifier
+    std::int64_t paramCount = 0;
+    double paramChecksum = 0; // sum of all parameters, as double
+    double paramL2 = 0;
+    double samplesPerS = 0;
+    double seconds = 0;
+    std::vector<std::uint64_t> bytesSentPerNode; // payload bytes
+    std::vector<std::int64_t> peakBytesPerNode;
+    std::vector<NodeMemory> memoryPerNode; // at the end of the last step
+    std::vector<double> lossCurve;
+    torch::Tensor finalParams; // flat, namedParameters() order
+};
+
+// Throws std::invalid_argument for a bad config (one line), DataError for
+// missing data, std::runtime_error naming the node for a failure mid-run.
+TrainSummary runTraining(const TrainConfig &config, TrainObserver *observer = nullptr);
+
+} // namespace smol::engine
