@@ -18,7 +18,7 @@ namespace smol::engine {
 struct OptimizerConfig {
     enum class Kind { Sgd, Adam };
     Kind kind = Kind::Sgd;
-    double lr = 0.05;
+    double lr = 0.1;
     double beta1 = 0.9;
     double beta2 = 0.999;
     double eps = 1e-8;

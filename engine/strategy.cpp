@@ -5,12 +5,13 @@
 #include "strategies/strategies.h"
 
 #include <stdexcept>
+#include <thread>
 
 namespace smol::engine {
 
 std::vector<std::string> strategyNames()
 {
-    return {"single", "ddp", "zero1", "zero2", "zero3", "syncps"};
+    return {"single", "ddp", "zero1", "zero2", "zero3", "syncps", "edp"};
 }
 
 std::unique_ptr<Strategy> makeStrategy(const std::string &name)
@@ -27,12 +28,23 @@ std::unique_ptr<Strategy> makeStrategy(const std::string &name)
         return makeZero3Strategy();
     if (name == "syncps")
         return makeSyncPsStrategy();
+    if (name == "edp")
+        return makeEdpStrategy();
     throw std::invalid_argument("unknown strategy '" + name + "'");
 }
 
 Batch localBatch(const NodeContext &ctx, std::int64_t step)
 {
     return ctx.data->trainBatch(step, ctx.globalBatch, ctx.rank, ctx.nodes);
+}
+
+void stretchCompute(const NodeContext &ctx, std::chrono::steady_clock::time_point computeStart)
+{
+    if (ctx.behaviour.slowdown <= 1)
+        return;
+    const auto spent = std::chrono::steady_clock::now() - computeStart;
+    std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::nanoseconds>(
+        spent * (ctx.behaviour.slowdown - 1)));
 }
 
 std::vector<ShardRange> replicatedShardMap(const std::vector<ParamSlot> &slots)

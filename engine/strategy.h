@@ -10,6 +10,7 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,15 @@ class Communicator;
 
 namespace smol::engine {
 
+// Per-node behaviour for heterogeneous, elastic clusters on one machine.
+// Honoured by strategies that tolerate nodes of different speed and
+// membership (edp); the lock-step strategies ignore it.
+struct NodeBehaviour {
+    double slowdown = 1;           // compute takes this many times longer (see stretchCompute)
+    std::int64_t leaveAfter = -1;  // leave after this many of its own steps (-1: stay)
+    std::int64_t joinAfterMs = 0;  // the trainer starts the node this late
+};
+
 struct NodeContext {
     int rank = 0;
     int nodes = 1;
@@ -29,6 +39,21 @@ struct NodeContext {
     OptimizerConfig optimizer;
     std::int64_t globalBatch = 64;
     std::int64_t bucketBytes = 256 * 1024; // ddp gradient buckets
+    std::int64_t steps = 0;                // the run's --steps
+    std::int64_t maxStaleness = 4;         // edp: bound on a push's staleness
+    NodeBehaviour behaviour;
+};
+
+// What an asynchronous strategy's server did over a run (edp); empty for the
+// lock-step strategies. Per-node vectors are indexed by rank.
+struct AsyncStats {
+    std::int64_t updates = 0;      // pushes applied
+    std::int64_t maxStaleness = 0; // over applied pushes
+    std::vector<std::int64_t> pushes;     // applied pushes per node
+    std::vector<std::int64_t> discarded;  // pushes that arrived after the last update
+    std::vector<std::int64_t> waits;      // times the bound made a node wait for fresh weights
+    std::vector<std::int64_t> joinedAt;   // server version at a node's first pull (-1: never)
+    std::vector<std::int64_t> stalenessHistogram; // [s] = applied pushes with staleness s
 };
 
 // Bytes of the tensors a node holds, by role (what memory_tracker charges is
@@ -65,6 +90,15 @@ public:
     virtual std::vector<ShardRange> shards() const = 0;
     // Data-parallel strategies take global batch / nodes samples per node.
     virtual bool isDataParallel() const { return true; }
+
+    // Asynchronous strategies (edp): nodes take different numbers of steps.
+    // Rank 0's step k is the run's step k (what observers see); the others
+    // step at their own pace until finished() says they are done.
+    virtual bool isAsynchronous() const { return false; }
+    virtual bool finished() const { return false; }
+    // Training samples one step of the run consumes.
+    virtual std::int64_t samplesPerStep(std::int64_t globalBatch, int /*nodes*/) const { return globalBatch; }
+    virtual AsyncStats asyncStats() const { return {}; }
 };
 
 // "single", "ddp", "zero1", "zero2", "zero3", "syncps", "edp".
@@ -73,6 +107,10 @@ std::vector<std::string> strategyNames();
 
 // Shared by the data-parallel strategies: this node's share of the batch.
 Batch localBatch(const NodeContext &ctx, std::int64_t step);
+
+// A slower machine, simulated: sleeps (behaviour.slowdown - 1) x the time
+// since computeStart (the forward and backward just done). No-op at 1.
+void stretchCompute(const NodeContext &ctx, std::chrono::steady_clock::time_point computeStart);
 
 struct ParamSlot;
 // Shard maps for the GUI: every parameter held whole by every node, or cut

@@ -25,18 +25,21 @@ process, connected to the others by real TCP over loopback (or in-memory
 queues with --transport inproc).
 
 Options:
-  --strategy S        single|ddp|zero1|zero2|syncps (default ddp)
+  --strategy S        single|ddp|zero1|zero2|zero3|syncps|edp (default ddp)
   --nodes N           1 to 16 (default 2; single needs 1)
   --model M           mlp (Fashion-MNIST) | gpt (characters) | PATH.pt
                       (a TorchScript module taking (B,784) images, returning
                       (B,10) logits) (default mlp)
-  --steps K           optimisation steps (default 100)
+  --steps K           optimisation steps; edp: server updates (default 100)
   --global-batch B    samples per step over all nodes (default 64)
   --seed S            seed for weights and sample order (default 0)
   --transport T       tcp|inproc (default tcp)
   --optimizer O       sgd|adam (default sgd)
-  --lr X              learning rate (default 0.05 for sgd, 0.001 for adam)
+  --lr X              learning rate (default 0.1 for sgd, 0.001 for adam)
   --bucket-bytes N    ddp gradient bucket size (default 262144)
+  --staleness K       edp: no gradient is applied more than K updates after
+                      the weights it was computed on; workers further behind
+                      wait for fresh weights (default 4)
   --corpus FILE       gpt: text to train on (default: the GPL-3 text that
                       Debian's base-files installs)
   --n-layer N --n-head N --n-embd N --block-size N   gpt sizes (2, 4, 64, 64)
@@ -163,6 +166,8 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
             c.seed = std::uint64_t(integer(0, std::numeric_limits<std::int64_t>::max()));
         else if (a == "--bucket-bytes")
             c.bucketBytes = integer(4, std::int64_t(1) << 30);
+        else if (a == "--staleness")
+            c.maxStaleness = integer(0, 1000000);
         else if (a == "--corpus")
             c.corpus = v.toStdString();
         else if (a == "--n-layer")
@@ -230,6 +235,14 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
                       {"memory_per_node", memory}};
         if (s.testAccuracy >= 0)
             o.insert("test_accuracy", s.testAccuracy);
+        if (s.async.updates > 0) {
+            o.insert("updates_applied", double(s.async.updates));
+            o.insert("max_staleness", double(s.async.maxStaleness));
+            o.insert("pushes_per_node", toArray(s.async.pushes));
+            o.insert("held_pushes_per_node", toArray(s.async.waits));
+            o.insert("discarded_pushes_per_node", toArray(s.async.discarded));
+            o.insert("staleness_histogram", toArray(s.async.stalenessHistogram));
+        }
         printJson(out, o);
         return 0;
     }
@@ -245,6 +258,14 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
         out << "node " << r << ": sent " << s.bytesSentPerNode[std::size_t(r)] << " B; memory params " << m.params
             << " grads " << m.grads << " optimizer " << m.optimizer << " activations " << m.activations << " comm "
             << m.comm << " peak " << s.peakBytesPerNode[std::size_t(r)] << " B\n";
+    }
+    if (s.async.updates > 0) {
+        out << "server: " << s.async.updates << " updates applied, max staleness " << s.async.maxStaleness
+            << " (bound " << c.maxStaleness << ")\n";
+        for (int r = 1; r < s.nodes; ++r)
+            out << "worker " << r << ": " << s.async.pushes[std::size_t(r)] << " pushes applied, "
+                << s.async.waits[std::size_t(r)] << " held for a straggler, " << s.async.discarded[std::size_t(r)]
+                << " discarded at the end\n";
     }
     return 0;
 }

@@ -1,5 +1,6 @@
 #include "trainer.h"
 
+#include "blas_threads.h"
 #include "memory_tracker.h"
 #include "net/communicator.h"
 #include "net/trace.h"
@@ -23,7 +24,9 @@ using Clock = std::chrono::steady_clock;
 
 class ByteCounter : public net::TraceSink {
 public:
-    explicit ByteCounter(int nodes) : m_sent(new std::atomic<std::uint64_t>[std::size_t(nodes)]) {
+    ByteCounter(int nodes, net::TraceSink *next)
+        : m_sent(new std::atomic<std::uint64_t>[std::size_t(nodes)]), m_next(next)
+    {
         for (int i = 0; i < nodes; ++i)
             m_sent[std::size_t(i)] = 0;
     }
@@ -31,30 +34,41 @@ public:
     {
         if (e.side == net::FrameEvent::Side::Send)
             m_sent[std::size_t(e.src)] += e.bytes;
+        if (m_next)
+            m_next->onFrame(e);
     }
     std::uint64_t sent(int node) const { return m_sent[std::size_t(node)]; }
 
 private:
     std::unique_ptr<std::atomic<std::uint64_t>[]> m_sent;
+    net::TraceSink *m_next;
 };
 
 // Collects every node's loss for a step and reports the step once all are in.
+// Leader-paced (asynchronous strategies): a step is rank 0's step, reported
+// when rank 0 finishes it, with the other nodes' latest memory.
 class StepBoard {
 public:
-    StepBoard(int nodes, std::int64_t steps, std::int64_t globalBatch, TrainObserver *observer)
-        : m_nodes(nodes), m_globalBatch(globalBatch), m_observer(observer),
+    StepBoard(int nodes, std::int64_t steps, std::int64_t samplesPerStep, TrainObserver *observer,
+              bool leaderPaced)
+        : m_nodes(nodes), m_globalBatch(samplesPerStep), m_observer(observer), m_leaderPaced(leaderPaced),
           m_losses(std::size_t(steps)), m_memory(std::size_t(steps), std::vector<NodeMemory>(std::size_t(nodes))),
-          m_count(std::size_t(steps), 0), m_start(Clock::now()) {}
+          m_latest(std::size_t(nodes)), m_count(std::size_t(steps), 0), m_start(Clock::now()) {}
 
     void report(int node, std::int64_t step, double loss, const NodeMemory &mem)
     {
         StepReport r;
         {
             std::lock_guard lock(m_mutex);
+            m_latest[std::size_t(node)] = mem;
+            if (m_leaderPaced && node != 0)
+                return;
             if (!std::isnan(loss))
                 m_losses[std::size_t(step)].push_back(loss);
             m_memory[std::size_t(step)][std::size_t(node)] = mem;
-            if (++m_count[std::size_t(step)] < m_nodes)
+            if (m_leaderPaced)
+                m_memory[std::size_t(step)] = m_latest;
+            else if (++m_count[std::size_t(step)] < m_nodes)
                 return;
             r.step = step;
             r.loss = mean(m_losses[std::size_t(step)]);
@@ -88,10 +102,31 @@ private:
     int m_nodes;
     std::int64_t m_globalBatch;
     TrainObserver *m_observer;
+    bool m_leaderPaced;
     std::vector<std::vector<double>> m_losses;
     std::vector<std::vector<NodeMemory>> m_memory;
+    std::vector<NodeMemory> m_latest; // by node
     std::vector<int> m_count;
     Clock::time_point m_start;
+};
+
+// Publishes the node's memory at every collective boundary.
+class MemoryHook : public net::CollectiveHook {
+public:
+    MemoryHook(int node, TrainObserver *observer, const std::int64_t *step)
+        : m_node(node), m_observer(observer), m_step(step) {}
+    void before(const net::CollectiveInfo &info) override { publish(info, true); }
+    void after(const net::CollectiveInfo &info) override { publish(info, false); }
+
+private:
+    void publish(const net::CollectiveInfo &info, bool before)
+    {
+        const memory::Usage u = memory::usage(m_node);
+        m_observer->onMemorySnapshot(MemorySnapshot{m_node, *m_step, info.kind, info.seq, before, u.live, u.peak});
+    }
+    int m_node;
+    TrainObserver *m_observer;
+    const std::int64_t *m_step;
 };
 
 NodeMemory snapshot(int node, const Strategy &strategy)
@@ -124,6 +159,8 @@ void validate(const TrainConfig &c)
         throw std::invalid_argument("--global-batch must be at least 1");
     if (!(c.optimizer.lr > 0) || !std::isfinite(c.optimizer.lr))
         throw std::invalid_argument("--lr must be a positive number");
+    if (c.maxStaleness < 0)
+        throw std::invalid_argument("--staleness must be at least 0");
 }
 
 } // namespace
@@ -135,6 +172,7 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
     config.model.seed = config.seed;
     memory::install();
     torch::set_num_threads(1); // one LibTorch thread per node: allocations stay on the node's thread
+    limitBlasToOneThread();
 
     std::shared_ptr<const DataSource> data;
     if (config.model.kind == "gpt") {
@@ -145,6 +183,8 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
     }
     const bool dataParallel = config.strategy != "syncps" && config.strategy != "edp";
     const int workers = dataParallel ? config.nodes : config.nodes - 1;
+    if (workers < 1)
+        throw std::invalid_argument(config.strategy + " needs at least 2 nodes (a server and a worker)");
     if (workers >= 1 && config.globalBatch % workers != 0)
         throw std::invalid_argument("--global-batch " + std::to_string(config.globalBatch) +
                                     " does not split evenly over " + std::to_string(workers) + " nodes");
@@ -154,12 +194,15 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
         const std::string token = QString::number(QRandomGenerator::system()->generate64(), 16).toStdString();
         mesh = net::makeLocalMesh(config.transport, config.nodes, token);
     }
-    ByteCounter bytes(config.nodes);
-    if (config.countBytes)
+    ByteCounter bytes(config.nodes, config.traceSink);
+    if (config.countBytes || config.traceSink)
         for (auto &t : mesh)
             t->setTraceSink(&bytes);
 
-    StepBoard board(config.nodes, config.steps, config.globalBatch, observer);
+    const std::unique_ptr<Strategy> kind = makeStrategy(config.strategy);
+    const std::int64_t samplesPerStep = kind->samplesPerStep(config.globalBatch, config.nodes);
+    StepBoard board(config.nodes, config.steps, samplesPerStep, observer, kind->isAsynchronous());
+    AsyncStats asyncStats;
     std::mutex errorMutex;
     std::string firstError;
     torch::Tensor finalParams;
@@ -170,10 +213,21 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
             try {
                 memory::NodeScope scope(rank);
                 memory::resetNode(rank);
+                const NodeBehaviour behaviour =
+                    std::size_t(rank) < config.behaviour.size() ? config.behaviour[std::size_t(rank)] : NodeBehaviour{};
+                if (behaviour.joinAfterMs > 0)
+                    std::this_thread::sleep_for(std::chrono::milliseconds(behaviour.joinAfterMs));
                 std::unique_ptr<TrainModel> model = makeModel(config.model);
+                std::int64_t currentStep = 0;
                 std::unique_ptr<net::Communicator> comm;
-                if (!mesh.empty())
+                std::unique_ptr<MemoryHook> hook;
+                if (!mesh.empty()) {
                     comm = std::make_unique<net::Communicator>(*mesh[std::size_t(rank)]);
+                    if (observer && observer->wantsCollectiveSnapshots()) {
+                        hook = std::make_unique<MemoryHook>(rank, observer, &currentStep);
+                        comm->setHook(hook.get());
+                    }
+                }
                 std::unique_ptr<Strategy> strategy = makeStrategy(config.strategy);
                 NodeContext ctx;
                 ctx.rank = rank;
@@ -184,16 +238,24 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
                 ctx.optimizer = config.optimizer;
                 ctx.globalBatch = config.globalBatch;
                 ctx.bucketBytes = config.bucketBytes;
+                ctx.steps = config.steps;
+                ctx.maxStaleness = config.maxStaleness;
+                ctx.behaviour = behaviour;
                 strategy->setup(ctx);
                 const auto t0 = Clock::now();
                 for (std::int64_t k = 0; k < config.steps; ++k) {
+                    currentStep = k;
                     const double loss = strategy->step(k);
                     board.report(rank, k, loss, snapshot(rank, *strategy));
+                    if (strategy->finished())
+                        break; // asynchronous strategies: left, or told to stop
                 }
                 nodeSeconds[std::size_t(rank)] = std::chrono::duration<double>(Clock::now() - t0).count();
                 torch::Tensor full = strategy->fullParameters();
-                if (rank == 0)
+                if (rank == 0) {
                     finalParams = full;
+                    asyncStats = strategy->asyncStats();
+                }
             } catch (const std::exception &e) {
                 {
                     std::lock_guard lock(errorMutex);
@@ -224,7 +286,8 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
     s.paramChecksum = finalParams.to(torch::kFloat64).sum().item<double>();
     s.paramL2 = finalParams.to(torch::kFloat64).norm().item<double>();
     s.seconds = *std::max_element(nodeSeconds.begin(), nodeSeconds.end());
-    s.samplesPerS = s.seconds > 0 ? double(config.steps * config.globalBatch) / s.seconds : 0;
+    s.samplesPerS = s.seconds > 0 ? double(config.steps * samplesPerStep) / s.seconds : 0;
+    s.async = asyncStats;
     s.memoryPerNode = board.lastMemory();
     for (int r = 0; r < config.nodes; ++r) {
         s.bytesSentPerNode.push_back(bytes.sent(r));

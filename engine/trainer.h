@@ -9,7 +9,10 @@
 
 #include "flat_optimizer.h"
 #include "model.h"
+#include "net/dtype.h"
+#include "net/trace.h"
 #include "net/transport.h"
+#include "strategy.h"
 
 #include <torch/torch.h>
 
@@ -31,6 +34,13 @@ struct TrainConfig {
     OptimizerConfig optimizer;
     std::int64_t bucketBytes = 256 * 1024;
     bool countBytes = true; // attach a trace sink that counts bytes per node
+    // Also deliver every frame event here (not owned; called from I/O
+    // threads). nullptr: no sink beyond the byte counter.
+    net::TraceSink *traceSink = nullptr;
+    // edp: no push is applied more than this many updates after its weights.
+    std::int64_t maxStaleness = 4;
+    // Per-node speed and membership (strategy.h), by rank; missing = defaults.
+    std::vector<NodeBehaviour> behaviour;
 };
 
 struct NodeMemory {
@@ -51,11 +61,26 @@ struct StepReport {
     std::vector<NodeMemory> memory;
 };
 
+// A node's memory at a collective boundary (before or after one).
+struct MemorySnapshot {
+    int node = 0;
+    std::int64_t step = 0;
+    net::CollectiveKind kind = net::CollectiveKind::None;
+    std::uint64_t seq = 0;
+    bool before = true;
+    std::int64_t live = 0;
+    std::int64_t peak = 0;
+};
+
 class TrainObserver {
 public:
     virtual ~TrainObserver() = default;
     // Called once per step, after every node finished it, from a node thread.
     virtual void onStep(const StepReport &report) = 0;
+    // Called on the node's own thread before and after every collective, when
+    // wantsCollectiveSnapshots() says so. Keep it quick.
+    virtual bool wantsCollectiveSnapshots() const { return false; }
+    virtual void onMemorySnapshot(const MemorySnapshot &) {}
 };
 
 struct TrainSummary {
@@ -74,6 +99,7 @@ struct TrainSummary {
     std::vector<NodeMemory> memoryPerNode; // at the end of the last step
     std::vector<double> lossCurve;
     torch::Tensor finalParams; // flat, namedParameters() order
+    AsyncStats async;          // asynchronous strategies (edp): what the server did
 };
 
 // Throws std::invalid_argument for a bad config (one line), DataError for

@@ -154,6 +154,9 @@ void TestCollectives::allCollectives_data()
                     QTest::addRow("%s/N%d/len%d/%s", net::transportName(kind), world, length,
                                   net::dtypeName(dtype))
                         << kind << world << length << dtype;
+    // The largest world the issue asks for, with uneven chunks.
+    for (auto kind : {net::TransportKind::Inproc, net::TransportKind::Tcp})
+        QTest::addRow("%s/N16/len1001/float32", net::transportName(kind)) << kind << 16 << 1001 << DType::Float32;
 }
 
 void TestCollectives::allCollectives()

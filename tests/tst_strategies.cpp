@@ -6,6 +6,12 @@
 #include "engine/trainer.h"
 
 #include <QtTest>
+#include <QTemporaryDir>
+
+#include <torch/script.h>
+
+#include <map>
+#include <mutex>
 
 using namespace smol::engine;
 
@@ -16,7 +22,10 @@ private Q_SLOTS:
     void matchesSingle_data();
     void matchesSingle();
     void deterministic();
+    void torchScriptModelMatchesSingle_data();
+    void torchScriptModelMatchesSingle();
     void memoryShrinksWithSharding();
+    void memorySnapshotsAtCollectives();
     void rejectsBadConfigs_data();
     void rejectsBadConfigs();
 
@@ -112,6 +121,48 @@ void TestStrategies::matchesSingle()
         QVERIFY(b > 0);
 }
 
+void TestStrategies::torchScriptModelMatchesSingle_data()
+{
+    QTest::addColumn<QString>("strategy");
+    for (const char *s : {"ddp", "zero2", "zero3", "syncps"})
+        QTest::newRow(s) << QString(s);
+}
+
+void TestStrategies::torchScriptModelMatchesSingle()
+{
+    // A TorchScript module built and saved from C++ (two hidden layers), then
+    // trained through --model PATH.pt like any user's exported model.
+    QFETCH(QString, strategy);
+    QTemporaryDir dir;
+    const QString path = dir.filePath("mlp.pt");
+    {
+        torch::jit::Module m("Mlp2");
+        torch::manual_seed(3);
+        m.register_parameter("w1", torch::randn({784, 32}) * 0.05, /*is_buffer=*/false);
+        m.register_parameter("b1", torch::zeros({32}), /*is_buffer=*/false);
+        m.register_parameter("w2", torch::randn({32, 10}) * 0.05, /*is_buffer=*/false);
+        m.register_parameter("b2", torch::zeros({10}), /*is_buffer=*/false);
+        m.define(R"(
+def forward(self, x):
+    h = torch.relu(torch.matmul(x, self.w1) + self.b1)
+    return torch.matmul(h, self.w2) + self.b2
+)");
+        m.save(path.toStdString());
+    }
+    TrainConfig single = baseConfig("single", 1, OptimizerConfig::Kind::Adam);
+    single.model.kind = path.toStdString();
+    const TrainSummary want = runTraining(single);
+    TrainConfig c = single;
+    c.strategy = strategy.toStdString();
+    c.nodes = 3;
+    const TrainSummary got = runTraining(c);
+    QCOMPARE(got.paramCount, std::int64_t(784 * 32 + 32 + 32 * 10 + 10));
+    const ParamError e = compare(got.finalParams, want.finalParams);
+    QVERIFY2(e.normRelative <= 1e-5 && e.maxAbs <= 1e-5,
+             qPrintable(QString("relative error %1, max abs difference %2").arg(e.normRelative).arg(e.maxAbs)));
+    QVERIFY(got.testAccuracy > 0.1);
+}
+
 void TestStrategies::deterministic()
 {
     for (const char *s : {"ddp", "zero2", "syncps"}) {
@@ -156,6 +207,46 @@ void TestStrategies::memoryShrinksWithSharding()
         const double full = double(d.params + d.grads + d.optimizer);
         QVERIFY2(std::abs(held - full / N) <= 64, qPrintable(QString("zero3 holds %1 of ddp's %2").arg(held).arg(full)));
         QVERIFY(z3.live < z2.live);
+    }
+}
+
+namespace {
+class SnapshotCounter : public TrainObserver {
+public:
+    void onStep(const StepReport &) override {}
+    bool wantsCollectiveSnapshots() const override { return true; }
+    void onMemorySnapshot(const MemorySnapshot &m) override
+    {
+        std::lock_guard lock(mutex);
+        snapshots.push_back(m);
+    }
+    std::mutex mutex;
+    std::vector<MemorySnapshot> snapshots;
+};
+} // namespace
+
+void TestStrategies::memorySnapshotsAtCollectives()
+{
+    // zero3 on the mlp: per step and node, 3 forward gathers, 3 backward
+    // gathers and 3 reduce-scatters, each seen before and after; plus the 3
+    // final gathers of fullParameters(). During a gather a whole layer is
+    // materialised, so live memory there exceeds the end-of-step figure.
+    SnapshotCounter counter;
+    TrainConfig c = baseConfig("zero3", 2, OptimizerConfig::Kind::Sgd);
+    c.steps = 2;
+    const TrainSummary s = runTraining(c, &counter);
+    std::map<int, int> perNode;
+    std::map<int, std::int64_t> maxDuringGather;
+    for (const MemorySnapshot &m : counter.snapshots) {
+        ++perNode[m.node];
+        QVERIFY(m.live > 0 && m.peak >= m.live);
+        if (!m.before && m.kind == smol::net::CollectiveKind::AllGather)
+            maxDuringGather[m.node] = std::max(maxDuringGather[m.node], m.live);
+    }
+    QCOMPARE(perNode.size(), std::size_t(2));
+    for (auto [node, count] : perNode) {
+        QCOMPARE(count, 2 * (2 * 9 + 3));
+        QVERIFY(maxDuringGather[node] > s.memoryPerNode[std::size_t(node)].live);
     }
 }
 
