@@ -14,6 +14,7 @@
 // multi-byte UTF-8 character is several tokens), no epochs: offsets are drawn
 // with replacement.
 #include "engine/data_source.h"
+#include "engine/seeded_random.h"
 
 #include <torch/torch.h>
 
@@ -43,16 +44,6 @@ std::uint64_t splitmix64(std::uint64_t x)
     return x ^ (x >> 31);
 }
 
-// An unbiased draw from [0, n) that depends only on the generator.
-std::uint64_t uniformBelow(std::mt19937_64 &rng, std::uint64_t n)
-{
-    constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
-    const std::uint64_t limit = kMax - kMax % n; // a multiple of n
-    std::uint64_t x = rng();
-    while (x >= limit)
-        x = rng();
-    return x % n;
-}
 
 class CharCorpus : public DataSource {
 public:

@@ -17,6 +17,7 @@
 // only: point cacheDir elsewhere when dataDir holds a different data set in
 // the same format (e.g. the original MNIST).
 #include "engine/data_source.h"
+#include "engine/seeded_random.h"
 
 #include <torch/torch.h>
 #include <zlib.h>
@@ -159,18 +160,6 @@ void decompressOnce(const fs::path &gz, const fs::path &out, std::uintmax_t expe
     tmp.commitAs(out);
 }
 
-// An unbiased draw from [0, n): modulo of a rejection-sampled 64-bit word, so
-// the result depends only on the generator (std::uniform_int_distribution's
-// algorithm is left to the standard library).
-std::uint64_t uniformBelow(std::mt19937_64 &rng, std::uint64_t n)
-{
-    constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
-    const std::uint64_t limit = kMax - kMax % n; // a multiple of n
-    std::uint64_t x = rng();
-    while (x >= limit)
-        x = rng();
-    return x % n;
-}
 
 class FashionMnist : public DataSource {
 public:

@@ -11,7 +11,7 @@ namespace smol::engine {
 
 std::vector<std::string> strategyNames()
 {
-    return {"single", "ddp", "zero1", "zero2", "zero3", "syncps", "edp"};
+    return {"single", "ddp", "zero1", "zero2", "zero3", "syncps", "edp", "tensor", "pipeline"};
 }
 
 std::unique_ptr<Strategy> makeStrategy(const std::string &name)
@@ -30,7 +30,16 @@ std::unique_ptr<Strategy> makeStrategy(const std::string &name)
         return makeSyncPsStrategy();
     if (name == "edp")
         return makeEdpStrategy();
+    if (name == "tensor")
+        return makeTensorStrategy();
+    if (name == "pipeline")
+        return makePipelineStrategy();
     throw std::invalid_argument("unknown strategy '" + name + "'");
+}
+
+const char *pipelineScheduleName(PipelineSchedule schedule)
+{
+    return schedule == PipelineSchedule::GPipe ? "gpipe" : "1f1b";
 }
 
 Batch localBatch(const NodeContext &ctx, std::int64_t step)
@@ -45,6 +54,17 @@ void stretchCompute(const NodeContext &ctx, std::chrono::steady_clock::time_poin
     const auto spent = std::chrono::steady_clock::now() - computeStart;
     std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::nanoseconds>(
         spent * (ctx.behaviour.slowdown - 1)));
+}
+
+MemoryBreakdown heldBytes(const torch::Tensor &params, const torch::Tensor &grads, const FlatOptimizer *optimizer)
+{
+    MemoryBreakdown m;
+    m.params = params.defined() ? std::int64_t(params.nbytes()) : 0;
+    m.grads = grads.defined() ? std::int64_t(grads.nbytes()) : 0;
+    if (optimizer)
+        for (const auto &t : optimizer->state())
+            m.optimizer += std::int64_t(t.nbytes());
+    return m;
 }
 
 std::vector<ShardRange> replicatedShardMap(const std::vector<ParamSlot> &slots)

@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,11 @@ struct NodeBehaviour {
     std::int64_t joinAfterMs = 0;  // the trainer starts the node this late
 };
 
+// pipeline: GPipe runs every micro-batch's forward, then every backward;
+// 1F1B alternates one forward and one backward once the pipeline is full.
+enum class PipelineSchedule { GPipe, OneFOneB };
+const char *pipelineScheduleName(PipelineSchedule schedule);
+
 struct NodeContext {
     int rank = 0;
     int nodes = 1;
@@ -41,6 +47,11 @@ struct NodeContext {
     std::int64_t bucketBytes = 256 * 1024; // ddp gradient buckets
     std::int64_t steps = 0;                // the run's --steps
     std::int64_t maxStaleness = 4;         // edp: bound on a push's staleness
+    // pipeline: layer placement ("" or "auto": balanced by parameter count;
+    // engine/placement.h), micro-batches per step, and their schedule.
+    std::string placement;
+    std::int64_t microBatches = 1;
+    PipelineSchedule schedule = PipelineSchedule::OneFOneB;
     NodeBehaviour behaviour;
 };
 
@@ -90,6 +101,21 @@ public:
     virtual std::vector<ShardRange> shards() const = 0;
     // Data-parallel strategies take global batch / nodes samples per node.
     virtual bool isDataParallel() const { return true; }
+    // How many nodes share one step's global batch, each taking an equal,
+    // whole part: every node for data parallelism; the workers when a server
+    // computes nothing (syncps, edp); 1 when every node computes on the whole
+    // batch (tensor, pipeline: override). The trainer rejects a global batch
+    // that does not split evenly, and fewer than 1 share.
+    virtual int batchShares(int nodes) const { return isDataParallel() ? nodes : nodes - 1; }
+    // Throws std::invalid_argument (one line) when this strategy cannot run
+    // `model` on `nodes` nodes; the trainer asks before starting any node.
+    virtual void checkConfig(const ModelConfig & /*model*/, int /*nodes*/) const {}
+    // The same for the rest of the run's settings: `ctx` as setup() will get
+    // it, without model and communicator (pipeline: placement, micro-batches).
+    virtual void checkContext(const ModelConfig & /*model*/, const NodeContext & /*ctx*/) const {}
+    // Figures this node measured over the run, by name (pipeline:
+    // "bubble_fraction"); the trainer reports each one's mean over the nodes.
+    virtual std::map<std::string, double> stats() const { return {}; }
 
     // Asynchronous strategies (edp): nodes take different numbers of steps.
     // Rank 0's step k is the run's step k (what observers see); the others
@@ -113,6 +139,9 @@ Batch localBatch(const NodeContext &ctx, std::int64_t step);
 void stretchCompute(const NodeContext &ctx, std::chrono::steady_clock::time_point computeStart);
 
 struct ParamSlot;
+class FlatOptimizer;
+// Bytes held by a strategy whose roles are these tensors (any may be undefined).
+MemoryBreakdown heldBytes(const torch::Tensor &params, const torch::Tensor &grads, const FlatOptimizer *optimizer);
 // Shard maps for the GUI: every parameter held whole by every node, or cut
 // by net::Communicator::chunk over the flat vector. materialisedOwner: the
 // rank whose shards alone are held (zero3), -1 when every node holds all.

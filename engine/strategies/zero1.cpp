@@ -45,15 +45,7 @@ public:
         return loss.item<double>();
     }
 
-    MemoryBreakdown memory() const override
-    {
-        MemoryBreakdown m;
-        m.params = m_flat->values().nbytes();
-        m.grads = m_flat->grads().nbytes();
-        for (const auto &t : m_opt->state())
-            m.optimizer += t.nbytes();
-        return m;
-    }
+    MemoryBreakdown memory() const override { return heldBytes(m_flat->values(), m_flat->grads(), m_opt.get()); }
 
     torch::Tensor fullParameters() override { return m_flat->values().clone(); }
 
