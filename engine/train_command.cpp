@@ -25,7 +25,8 @@ process, connected to the others by real TCP over loopback (or in-memory
 queues with --transport inproc).
 
 Options:
-  --strategy S        single|ddp|zero1|zero2|zero3|syncps|edp (default ddp)
+  --strategy S        single|ddp|zero1|zero2|zero3|syncps|edp|pipeline|tensor
+                      (default ddp)
   --nodes N           1 to 16 (default 2; single needs 1)
   --model M           mlp (Fashion-MNIST) | gpt (characters) | PATH.pt
                       (a TorchScript module taking (B,784) images, returning
@@ -40,6 +41,13 @@ Options:
   --staleness K       edp: no gradient is applied more than K updates after
                       the weights it was computed on; workers further behind
                       wait for fresh weights (default 4)
+  --placement SPEC    pipeline: layers to nodes, e.g. 0-1:0,2-4:1,5:2 (each
+                      node one contiguous range of layers; stage i is the
+                      node holding the i-th range) or auto: balanced by
+                      parameter count, stage i on node i (default auto)
+  --micro-batches M   pipeline: micro-batches per step, dividing the global
+                      batch (default 1)
+  --schedule S        pipeline: gpipe|1f1b (default 1f1b)
   --corpus FILE       gpt: text to train on (default: the GPL-3 text that
                       Debian's base-files installs)
   --n-layer N --n-head N --n-embd N --block-size N   gpt sizes (2, 4, 64, 64)
@@ -188,8 +196,14 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
             c.optimizer.lr = v.toDouble(&ok);
             ok = ok && c.optimizer.lr > 0;
             lrGiven = true;
-        } else if (a == "--backend" || a == "--placement" || a == "--record" || a == "--listen" ||
-                   a == "--break") {
+        } else if (a == "--placement") {
+            c.placement = v.toStdString();
+        } else if (a == "--micro-batches") {
+            c.microBatches = integer(1, 1 << 20);
+        } else if (a == "--schedule") {
+            ok = v == "gpipe" || v == "1f1b";
+            c.schedule = v == "gpipe" ? PipelineSchedule::GPipe : PipelineSchedule::OneFOneB;
+        } else if (a == "--backend" || a == "--record" || a == "--listen" || a == "--break") {
             return bad(a + " is not available yet");
         } else {
             return bad("unknown option '" + a + "' (see smolctl train --help)");
@@ -239,10 +253,12 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
             o.insert("updates_applied", double(s.async.updates));
             o.insert("max_staleness", double(s.async.maxStaleness));
             o.insert("pushes_per_node", toArray(s.async.pushes));
-            o.insert("held_pushes_per_node", toArray(s.async.waits));
+            o.insert("bound_waits_per_node", toArray(s.async.waits));
             o.insert("discarded_pushes_per_node", toArray(s.async.discarded));
             o.insert("staleness_histogram", toArray(s.async.stalenessHistogram));
         }
+        for (const auto &[key, value] : s.extra)
+            o.insert(QString::fromStdString(key), value);
         printJson(out, o);
         return 0;
     }
@@ -264,9 +280,16 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
             << " (bound " << c.maxStaleness << ")\n";
         for (int r = 1; r < s.nodes; ++r)
             out << "worker " << r << ": " << s.async.pushes[std::size_t(r)] << " pushes applied, "
-                << s.async.waits[std::size_t(r)] << " held for a straggler, " << s.async.discarded[std::size_t(r)]
+                << s.async.waits[std::size_t(r)] << " waits for the bound, " << s.async.discarded[std::size_t(r)]
                 << " discarded at the end\n";
     }
+    const auto bubble = s.extra.find("bubble_fraction");
+    const auto formula = s.extra.find("bubble_fraction_formula");
+    if (bubble != s.extra.end() && formula != s.extra.end())
+        out << "pipeline bubble (" << pipelineScheduleName(c.schedule) << ", " << c.microBatches
+            << " micro-batches): stages idle " << QString::number(100 * bubble->second, 'f', 1)
+            << "% of a step (measured), (p-1)/(m+p-1) = " << QString::number(100 * formula->second, 'f', 1)
+            << "%\n";
     return 0;
 }
 

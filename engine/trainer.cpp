@@ -12,7 +12,9 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <mutex>
+#include <numeric>
 #include <stdexcept>
 #include <thread>
 
@@ -110,10 +112,12 @@ private:
     Clock::time_point m_start;
 };
 
-// Publishes the node's memory at every collective boundary.
+// Publishes the node's memory at every collective boundary. May run on
+// several threads of one node at once (edp's server handles each worker on
+// its own thread), hence the atomic step.
 class MemoryHook : public net::CollectiveHook {
 public:
-    MemoryHook(int node, TrainObserver *observer, const std::int64_t *step)
+    MemoryHook(int node, TrainObserver *observer, const std::atomic<std::int64_t> *step)
         : m_node(node), m_observer(observer), m_step(step) {}
     void before(const net::CollectiveInfo &info) override { publish(info, true); }
     void after(const net::CollectiveInfo &info) override { publish(info, false); }
@@ -126,7 +130,7 @@ private:
     }
     int m_node;
     TrainObserver *m_observer;
-    const std::int64_t *m_step;
+    const std::atomic<std::int64_t> *m_step;
 };
 
 NodeMemory snapshot(int node, const Strategy &strategy)
@@ -181,13 +185,24 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
     } else {
         data = makeFashionMnist(config.seed);
     }
-    const bool dataParallel = config.strategy != "syncps" && config.strategy != "edp";
-    const int workers = dataParallel ? config.nodes : config.nodes - 1;
+    const std::unique_ptr<Strategy> kind = makeStrategy(config.strategy);
+    const int workers = kind->batchShares(config.nodes);
     if (workers < 1)
         throw std::invalid_argument(config.strategy + " needs at least 2 nodes (a server and a worker)");
     if (workers >= 1 && config.globalBatch % workers != 0)
         throw std::invalid_argument("--global-batch " + std::to_string(config.globalBatch) +
                                     " does not split evenly over " + std::to_string(workers) + " nodes");
+    kind->checkConfig(config.model, config.nodes);
+    {
+        NodeContext settings;
+        settings.nodes = config.nodes;
+        settings.globalBatch = config.globalBatch;
+        settings.steps = config.steps;
+        settings.placement = config.placement;
+        settings.microBatches = config.microBatches;
+        settings.schedule = config.schedule;
+        kind->checkContext(config.model, settings);
+    }
 
     std::vector<std::unique_ptr<net::Transport>> mesh;
     if (config.nodes > 1) {
@@ -199,10 +214,10 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
         for (auto &t : mesh)
             t->setTraceSink(&bytes);
 
-    const std::unique_ptr<Strategy> kind = makeStrategy(config.strategy);
     const std::int64_t samplesPerStep = kind->samplesPerStep(config.globalBatch, config.nodes);
     StepBoard board(config.nodes, config.steps, samplesPerStep, observer, kind->isAsynchronous());
     AsyncStats asyncStats;
+    std::map<std::string, std::vector<double>> stats; // strategy figures, one entry per node
     std::mutex errorMutex;
     std::string firstError;
     torch::Tensor finalParams;
@@ -218,7 +233,7 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
                 if (behaviour.joinAfterMs > 0)
                     std::this_thread::sleep_for(std::chrono::milliseconds(behaviour.joinAfterMs));
                 std::unique_ptr<TrainModel> model = makeModel(config.model);
-                std::int64_t currentStep = 0;
+                std::atomic<std::int64_t> currentStep{0};
                 std::unique_ptr<net::Communicator> comm;
                 std::unique_ptr<MemoryHook> hook;
                 if (!mesh.empty()) {
@@ -241,6 +256,9 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
                 ctx.steps = config.steps;
                 ctx.maxStaleness = config.maxStaleness;
                 ctx.behaviour = behaviour;
+                ctx.placement = config.placement;
+                ctx.microBatches = config.microBatches;
+                ctx.schedule = config.schedule;
                 strategy->setup(ctx);
                 const auto t0 = Clock::now();
                 for (std::int64_t k = 0; k < config.steps; ++k) {
@@ -255,6 +273,11 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
                 if (rank == 0) {
                     finalParams = full;
                     asyncStats = strategy->asyncStats();
+                }
+                {
+                    std::lock_guard lock(errorMutex);
+                    for (const auto &[key, value] : strategy->stats())
+                        stats[key].push_back(value);
                 }
             } catch (const std::exception &e) {
                 {
@@ -288,6 +311,8 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
     s.seconds = *std::max_element(nodeSeconds.begin(), nodeSeconds.end());
     s.samplesPerS = s.seconds > 0 ? double(config.steps * samplesPerStep) / s.seconds : 0;
     s.async = asyncStats;
+    for (const auto &[key, values] : stats)
+        s.extra[key] = std::accumulate(values.begin(), values.end(), 0.0) / double(values.size());
     s.memoryPerNode = board.lastMemory();
     for (int r = 0; r < config.nodes; ++r) {
         s.bytesSentPerNode.push_back(bytes.sent(r));

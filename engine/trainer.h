@@ -17,6 +17,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,11 @@ struct TrainConfig {
     std::int64_t maxStaleness = 4;
     // Per-node speed and membership (strategy.h), by rank; missing = defaults.
     std::vector<NodeBehaviour> behaviour;
+    // pipeline: layer placement ("" or "auto": balanced by parameter count),
+    // micro-batches per step (dividing globalBatch) and their schedule.
+    std::string placement;
+    std::int64_t microBatches = 1;
+    PipelineSchedule schedule = PipelineSchedule::OneFOneB;
 };
 
 struct NodeMemory {
@@ -55,7 +61,7 @@ struct NodeMemory {
 
 struct StepReport {
     std::int64_t step = 0;
-    double loss = 0;         // mean over the nodes that computed one
+    double loss = 0;         // mean over the nodes that computed one (edp: the applied push's)
     double seconds = 0;      // wall time since training started
     double samplesPerS = 0;  // global batches x batch size so far / seconds
     std::vector<NodeMemory> memory;
@@ -77,7 +83,8 @@ public:
     virtual ~TrainObserver() = default;
     // Called once per step, after every node finished it, from a node thread.
     virtual void onStep(const StepReport &report) = 0;
-    // Called on the node's own thread before and after every collective, when
+    // Called on the node's thread (edp's server: on its per-worker threads,
+    // concurrently) before and after every collective, when
     // wantsCollectiveSnapshots() says so. Keep it quick.
     virtual bool wantsCollectiveSnapshots() const { return false; }
     virtual void onMemorySnapshot(const MemorySnapshot &) {}
@@ -100,6 +107,9 @@ struct TrainSummary {
     std::vector<double> lossCurve;
     torch::Tensor finalParams; // flat, namedParameters() order
     AsyncStats async;          // asynchronous strategies (edp): what the server did
+    // Figures a strategy measured (Strategy::stats()), each the mean over the
+    // nodes; pipeline: "bubble_fraction" and "bubble_fraction_formula".
+    std::map<std::string, double> extra;
 };
 
 // Throws std::invalid_argument for a bad config (one line), DataError for

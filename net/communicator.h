@@ -1,7 +1,10 @@
 // Collectives over typed buffers, written once against Transport. One
 // Communicator per rank. All ranks must call collectives in the same order
 // (each call takes the next sequence number); point-to-point send/recv count
-// per peer pair instead, so they need only agree pairwise.
+// per peer pair instead, so they need only agree pairwise. send/recv with
+// DIFFERENT peers may run on different threads at once (separate per-peer
+// counters, thread-safe transports; a parameter server handles each worker
+// on its own thread); the hook is then called concurrently too.
 //
 // The algorithms live one per file in net/collectives/, each opening with its
 // steps and bytes on the wire.

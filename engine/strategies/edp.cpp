@@ -81,11 +81,10 @@ Header recvHeader(net::Communicator &comm, int peer, net::CollectiveKind kind)
     std::array<double, 4> raw{};
     comm.recv(peer, net::TensorView{raw.data(), raw.size(), net::DType::Float64, net::Shape::vector(4)},
               "edp.header", kind);
-    const int type = int(raw[0]);
-    if (type < int(Msg::Hello) || type > int(Msg::Stop))
+    if (!(raw[0] >= double(Msg::Hello) && raw[0] <= double(Msg::Stop)))
         throw std::runtime_error("edp: message of unknown type " + std::to_string(raw[0]) + " from rank " +
                                  std::to_string(peer));
-    return Header{Msg(type), std::int64_t(raw[1]), std::int64_t(raw[2]), raw[3]};
+    return Header{Msg(int(raw[0])), std::int64_t(raw[1]), std::int64_t(raw[2]), raw[3]};
 }
 
 class EdpStrategy : public Strategy {
@@ -199,14 +198,14 @@ private:
     // The server's view of one worker. Guarded by m_mutex, except the two
     // buffers, which only that worker's handler touches outside the lock.
     struct Worker {
-        bool inFlight = false;      // holds version `version` and owes a push
+        bool inFlight = false; // holds version `version` and owes a push
         std::int64_t version = 0;
         std::int64_t pushes = 0;
         std::int64_t discarded = 0;
-        std::int64_t waits = 0;     // times the bound made it wait
+        std::int64_t waits = 0; // times the bound made it wait
         std::int64_t joinedAt = -1;
-        torch::Tensor grads;        // (P) the push being applied
-        torch::Tensor snapshot;     // (P) the parameters of its last pull
+        torch::Tensor grads;    // (P) the push being applied
+        torch::Tensor snapshot; // (P) the parameters of its last pull
     };
 
     bool isServer() const { return m_ctx.rank == 0; }
@@ -343,7 +342,8 @@ private:
     void admitWaiting()
     {
         auto inFlight = [&] {
-            return std::count_if(m_workers.begin(), m_workers.end(), [](const Worker &x) { return x.inFlight; });
+            return std::count_if(m_workers.begin(), m_workers.end(),
+                                 [](const Worker &x) { return x.inFlight; });
         };
         while (!m_stopped && !m_queue.empty() && inFlight() <= m_ctx.maxStaleness) {
             Worker &x = m_workers[std::size_t(m_queue.front())];
@@ -377,8 +377,8 @@ private:
         Worker &me = m_workers[std::size_t(w)];
         std::unique_lock lock(m_mutex);
         if (h.version != me.version)
-            throw std::runtime_error("push computed on version " + std::to_string(h.version) + ", but it was sent " +
-                                     std::to_string(me.version));
+            throw std::runtime_error("push computed on version " + std::to_string(h.version) +
+                                     ", but it was sent " + std::to_string(me.version));
         if (!m_stopped && !othersStayWithinBound(w)) {
             ++me.waits;
             m_changed.wait(lock, [&] { return m_stopped || othersStayWithinBound(w); });

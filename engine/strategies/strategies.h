@@ -12,5 +12,7 @@ std::unique_ptr<Strategy> makeZero2Strategy();
 std::unique_ptr<Strategy> makeZero3Strategy();
 std::unique_ptr<Strategy> makeSyncPsStrategy();
 std::unique_ptr<Strategy> makeEdpStrategy();
+std::unique_ptr<Strategy> makePipelineStrategy();
+std::unique_ptr<Strategy> makeTensorStrategy();
 
 } // namespace smol::engine
