@@ -108,10 +108,9 @@ public:
     // that does not split evenly, and fewer than 1 share.
     virtual int batchShares(int nodes) const { return isDataParallel() ? nodes : nodes - 1; }
     // Throws std::invalid_argument (one line) when this strategy cannot run
-    // `model` on `nodes` nodes; the trainer asks before starting any node.
-    virtual void checkConfig(const ModelConfig & /*model*/, int /*nodes*/) const {}
-    // The same for the rest of the run's settings: `ctx` as setup() will get
-    // it, without model and communicator (pipeline: placement, micro-batches).
+    // `model` with these settings: `ctx` as setup() will get it, without model,
+    // data and communicator (tensor: heads per node; pipeline: placement,
+    // micro-batches). The trainer asks before starting any node.
     virtual void checkContext(const ModelConfig & /*model*/, const NodeContext & /*ctx*/) const {}
     // Figures this node measured over the run, by name (pipeline:
     // "bubble_fraction"); the trainer reports each one's mean over the nodes.

@@ -133,6 +133,25 @@ private:
     const std::atomic<std::int64_t> *m_step;
 };
 
+// What a node's strategy gets from the run's config (no model, data or
+// communicator yet).
+NodeContext settingsOf(const TrainConfig &config, int rank)
+{
+    NodeContext ctx;
+    ctx.rank = rank;
+    ctx.nodes = config.nodes;
+    ctx.optimizer = config.optimizer;
+    ctx.globalBatch = config.globalBatch;
+    ctx.bucketBytes = config.bucketBytes;
+    ctx.steps = config.steps;
+    ctx.maxStaleness = config.maxStaleness;
+    ctx.behaviour = std::size_t(rank) < config.behaviour.size() ? config.behaviour[std::size_t(rank)] : NodeBehaviour{};
+    ctx.placement = config.placement;
+    ctx.microBatches = config.microBatches;
+    ctx.schedule = config.schedule;
+    return ctx;
+}
+
 NodeMemory snapshot(int node, const Strategy &strategy)
 {
     const MemoryBreakdown b = strategy.memory();
@@ -192,17 +211,7 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
     if (workers >= 1 && config.globalBatch % workers != 0)
         throw std::invalid_argument("--global-batch " + std::to_string(config.globalBatch) +
                                     " does not split evenly over " + std::to_string(workers) + " nodes");
-    kind->checkConfig(config.model, config.nodes);
-    {
-        NodeContext settings;
-        settings.nodes = config.nodes;
-        settings.globalBatch = config.globalBatch;
-        settings.steps = config.steps;
-        settings.placement = config.placement;
-        settings.microBatches = config.microBatches;
-        settings.schedule = config.schedule;
-        kind->checkContext(config.model, settings);
-    }
+    kind->checkContext(config.model, settingsOf(config, /*rank=*/0));
 
     std::vector<std::unique_ptr<net::Transport>> mesh;
     if (config.nodes > 1) {
@@ -228,8 +237,7 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
             try {
                 memory::NodeScope scope(rank);
                 memory::resetNode(rank);
-                const NodeBehaviour behaviour =
-                    std::size_t(rank) < config.behaviour.size() ? config.behaviour[std::size_t(rank)] : NodeBehaviour{};
+                const NodeBehaviour behaviour = settingsOf(config, rank).behaviour;
                 if (behaviour.joinAfterMs > 0)
                     std::this_thread::sleep_for(std::chrono::milliseconds(behaviour.joinAfterMs));
                 std::unique_ptr<TrainModel> model = makeModel(config.model);
@@ -244,21 +252,10 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
                     }
                 }
                 std::unique_ptr<Strategy> strategy = makeStrategy(config.strategy);
-                NodeContext ctx;
-                ctx.rank = rank;
-                ctx.nodes = config.nodes;
+                NodeContext ctx = settingsOf(config, rank);
                 ctx.comm = comm.get();
                 ctx.data = data;
                 ctx.model = model.get();
-                ctx.optimizer = config.optimizer;
-                ctx.globalBatch = config.globalBatch;
-                ctx.bucketBytes = config.bucketBytes;
-                ctx.steps = config.steps;
-                ctx.maxStaleness = config.maxStaleness;
-                ctx.behaviour = behaviour;
-                ctx.placement = config.placement;
-                ctx.microBatches = config.microBatches;
-                ctx.schedule = config.schedule;
                 strategy->setup(ctx);
                 const auto t0 = Clock::now();
                 for (std::int64_t k = 0; k < config.steps; ++k) {

@@ -125,9 +125,9 @@ public:
     std::string name() const override { return "tensor"; }
     bool isDataParallel() const override { return false; }
     int batchShares(int) const override { return 1; }
-    void checkConfig(const ModelConfig &model, int nodes) const override
+    void checkContext(const ModelConfig &model, const NodeContext &ctx) const override
     {
-        checkTensorParallel(model.kind, model.nHead, nodes);
+        checkTensorParallel(model.kind, model.nHead, ctx.nodes);
     }
 
     void setup(NodeContext &ctx) override
