@@ -23,8 +23,9 @@ class Communicator;
 namespace smol::engine {
 
 // Per-node behaviour for heterogeneous, elastic clusters on one machine.
-// Honoured by strategies that tolerate nodes of different speed and
-// membership (edp); the lock-step strategies ignore it.
+// slowdown applies to every strategy (the trainer sleeps after each step; edp
+// stretches its own compute); leaveAfter and joinAfterMs are honoured by
+// strategies that tolerate changing membership (edp).
 struct NodeBehaviour {
     double slowdown = 1;           // compute takes this many times longer (see stretchCompute)
     std::int64_t leaveAfter = -1;  // leave after this many of its own steps (-1: stay)

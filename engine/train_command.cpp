@@ -6,14 +6,18 @@
 // lists.
 #include "train_command.h"
 
+#include "break_console.h"
 #include "data_source.h"
 #include "trainer.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QRegularExpression>
 
+#include <cmath>
 #include <cstdio>
+#include <mutex>
 #include <unistd.h>
 
 namespace smol::engine {
@@ -32,9 +36,14 @@ Options:
                       (a TorchScript module taking (B,784) images, returning
                       (B,10) logits) (default mlp)
   --steps K           optimisation steps; edp: server updates (default 100)
-  --global-batch B    samples per step over all nodes (default 64)
+  --global-batch B    samples per step over all nodes (default 120: splits
+                      evenly over 1-6 and 8 nodes)
   --seed S            seed for weights and sample order (default 0)
   --transport T       tcp|inproc (default tcp)
+  --backend B         ours|gloo: who runs the collectives, our transport or
+                      c10d's ProcessGroupGloo over loopback (gloo: ddp and
+                      zero1/2/3 only; bytes sent then counts each
+                      collective's payload, not the wire) (default ours)
   --optimizer O       sgd|adam (default sgd)
   --lr X              learning rate (default 0.1 for sgd, 0.001 for adam)
   --bucket-bytes N    ddp gradient bucket size (default 262144)
@@ -48,9 +57,21 @@ Options:
   --micro-batches M   pipeline: micro-batches per step, dividing the global
                       batch (default 1)
   --schedule S        pipeline: gpipe|1f1b (default 1f1b)
+  --slowdown R:F      node R computes F times slower (F >= 1; e.g. 1:4 for a
+                      Raspberry Pi next to desktops); repeatable
+  --link A-B:MBIT:MS  emulate a slow link between nodes A and B, both
+                      directions: MBIT Mbit/s (0 = unlimited) and MS ms
+                      one-way latency (e.g. 0-3:20:5 for Wi-Fi); repeatable
   --corpus FILE       gpt: text to train on (default: the GPL-3 text that
                       Debian's base-files installs)
   --n-layer N --n-head N --n-embd N --block-size N   gpt sizes (2, 4, 64, 64)
+  --break SPEC        pause every node at a collective and print each node's
+                      tensor stats; SPEC is KIND[@step=N][,rank=R][,name=SUBSTR]
+                      (KIND: allreduce, reducescatter, allgather, broadcast,
+                      sendrecv, push, pull, any) or next; repeatable
+  --break-hold SEC    resume a pause after SEC seconds or on a line from
+                      stdin, whichever comes first (default: a line from
+                      stdin; at EOF on stdin, at once)
   --json              one JSON object per line instead of progress text
   -h, --help          show this help
 
@@ -95,8 +116,10 @@ public:
     {
         m_tty = isatty(fileno(stdout));
     }
+    std::mutex &outputMutex() { return m_mutex; } // shared with the break console
     void onStep(const StepReport &r) override
     {
+        std::lock_guard lock(m_mutex);
         if (m_json) {
             QJsonArray live;
             for (const auto &m : r.memory)
@@ -127,6 +150,7 @@ private:
     bool m_json;
     std::int64_t m_steps;
     bool m_tty = false;
+    std::mutex m_mutex;
 };
 
 } // namespace
@@ -136,6 +160,8 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
     TrainConfig c;
     bool json = false;
     bool lrGiven = false;
+    std::vector<Breakpoint> breaks;
+    double breakHold = -1; // -1: until a line on stdin
     auto bad = [&](const QString &why) {
         err << "smolctl train: " << why << "\n";
         err.flush();
@@ -200,10 +226,45 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
             c.placement = v.toStdString();
         } else if (a == "--micro-batches") {
             c.microBatches = integer(1, 1 << 20);
+        } else if (a == "--slowdown") {
+            const QStringList parts = v.split(':');
+            bool rankOk = false;
+            const int rank = parts.size() == 2 ? parts[0].toInt(&rankOk) : -1;
+            const double factor = parts.size() == 2 ? parts[1].toDouble(&ok) : 0;
+            if (!rankOk || !ok || rank < 0 || rank >= 16 || !std::isfinite(factor) || factor < 1)
+                return bad("bad value '" + v + "' for --slowdown (expected RANK:FACTOR with FACTOR >= 1, e.g. 1:4)");
+            if (c.behaviour.size() <= std::size_t(rank))
+                c.behaviour.resize(std::size_t(rank) + 1);
+            c.behaviour[std::size_t(rank)].slowdown = factor;
+        } else if (a == "--link") {
+            static const QRegularExpression spec(R"(^(\d+)-(\d+):(\d+(?:\.\d*)?):(\d+(?:\.\d*)?)$)");
+            const QRegularExpressionMatch m = spec.match(v);
+            TrainConfig::Link link;
+            if (m.hasMatch()) {
+                link.a = m.captured(1).toInt();
+                link.b = m.captured(2).toInt();
+                link.limit.bitsPerSecond = m.captured(3).toDouble() * 1e6;
+                link.limit.latency = std::chrono::nanoseconds(std::int64_t(m.captured(4).toDouble() * 1e6));
+            }
+            if (!m.hasMatch() || link.a == link.b || link.limit.latency > std::chrono::seconds(10))
+                return bad("bad value '" + v + "' for --link (expected A-B:MBITS:MS with A != B, e.g. 0-3:20:5)");
+            c.links.push_back(link);
         } else if (a == "--schedule") {
             ok = v == "gpipe" || v == "1f1b";
             c.schedule = v == "gpipe" ? PipelineSchedule::GPipe : PipelineSchedule::OneFOneB;
-        } else if (a == "--backend" || a == "--record" || a == "--listen" || a == "--break") {
+        } else if (a == "--backend") {
+            ok = v == "ours" || v == "gloo";
+            c.backend = v == "gloo" ? TrainConfig::Backend::Gloo : TrainConfig::Backend::Ours;
+        } else if (a == "--break") {
+            try {
+                breaks.push_back(parseBreakpoint(v.toStdString()));
+            } catch (const std::invalid_argument &e) {
+                return bad(e.what());
+            }
+        } else if (a == "--break-hold") {
+            breakHold = v.toDouble(&ok);
+            ok = ok && std::isfinite(breakHold) && breakHold >= 0;
+        } else if (a == "--record" || a == "--listen") {
             return bad(a + " is not available yet");
         } else {
             return bad("unknown option '" + a + "' (see smolctl train --help)");
@@ -218,6 +279,14 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
                    QString::fromStdString(c.model.kind) + "'");
 
     ProgressPrinter progress(out, json, c.steps);
+    BreakpointController breakpoints;
+    for (const Breakpoint &b : breaks)
+        breakpoints.addBreakpoint(b);
+    BreakConsole console(breakpoints, out, progress.outputMutex(), json, breakHold);
+    if (!breaks.empty()) {
+        c.breakpoints = &breakpoints;
+        console.start();
+    }
     TrainSummary s;
     try {
         s = runTraining(c, &progress);
@@ -238,6 +307,7 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
                       {"model", QString::fromStdString(c.model.kind)},
                       {"optimizer", optimizerName(c.optimizer.kind)},
                       {"transport", net::transportName(c.transport)},
+                      {"backend", c.backend == TrainConfig::Backend::Gloo ? "gloo" : "ours"},
                       {"final_loss", s.finalLoss},
                       {"param_count", double(s.paramCount)},
                       {"param_checksum", s.paramChecksum},

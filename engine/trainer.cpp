@@ -1,6 +1,9 @@
 #include "trainer.h"
 
 #include "blas_threads.h"
+#include "breakpoints.h"
+#include "gloo_communicator.h"
+#include "hook_chain.h"
 #include "memory_tracker.h"
 #include "net/communicator.h"
 #include "net/trace.h"
@@ -17,6 +20,7 @@
 #include <numeric>
 #include <stdexcept>
 #include <thread>
+#include <time.h>
 
 namespace smol::engine {
 
@@ -133,6 +137,22 @@ private:
     const std::atomic<std::int64_t> *m_step;
 };
 
+// A slower machine, emulated for every lock-step strategy: after a step, sleep
+// (slowdown - 1) x the CPU time this node's thread spent in it. CPU time, not
+// wall time, so waiting for peers in collectives is not stretched too.
+std::int64_t threadCpuNs()
+{
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return std::int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+void slowDown(double slowdown, std::int64_t cpuNs)
+{
+    if (slowdown > 1)
+        std::this_thread::sleep_for(std::chrono::nanoseconds(std::int64_t(double(cpuNs) * (slowdown - 1))));
+}
+
 // What a node's strategy gets from the run's config (no model, data or
 // communicator yet).
 NodeContext settingsOf(const TrainConfig &config, int rank)
@@ -184,6 +204,18 @@ void validate(const TrainConfig &c)
         throw std::invalid_argument("--lr must be a positive number");
     if (c.maxStaleness < 0)
         throw std::invalid_argument("--staleness must be at least 0");
+    for (const auto &l : c.links)
+        if (l.a < 0 || l.b < 0 || l.a >= c.nodes || l.b >= c.nodes || l.a == l.b)
+            throw std::invalid_argument("--link " + std::to_string(l.a) + "-" + std::to_string(l.b) +
+                                        " needs two different ranks below --nodes");
+    for (const auto &b : c.behaviour)
+        if (!(b.slowdown >= 1) || !std::isfinite(b.slowdown))
+            throw std::invalid_argument("--slowdown factors must be at least 1");
+    if (c.backend == TrainConfig::Backend::Gloo && c.strategy != "ddp" && c.strategy != "zero1" &&
+        c.strategy != "zero2" && c.strategy != "zero3")
+        throw std::invalid_argument("--backend gloo runs ddp, zero1, zero2 and zero3 only, not " + c.strategy);
+    if (c.backend == TrainConfig::Backend::Gloo && !c.links.empty())
+        throw std::invalid_argument("--link shapes our transport's links; --backend gloo does not use them");
 }
 
 } // namespace
@@ -213,10 +245,18 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
                                     " does not split evenly over " + std::to_string(workers) + " nodes");
     kind->checkContext(config.model, settingsOf(config, /*rank=*/0));
 
+    const bool gloo = config.backend == TrainConfig::Backend::Gloo;
     std::vector<std::unique_ptr<net::Transport>> mesh;
-    if (config.nodes > 1) {
+    std::unique_ptr<GlooStore> glooStore; // the gloo nodes' rendezvous
+    if (config.nodes > 1 && gloo)
+        glooStore = std::make_unique<GlooStore>();
+    else if (config.nodes > 1) {
         const std::string token = QString::number(QRandomGenerator::system()->generate64(), 16).toStdString();
         mesh = net::makeLocalMesh(config.transport, config.nodes, token);
+        for (const auto &l : config.links) {
+            mesh[std::size_t(l.a)]->setLinkLimit(l.b, l.limit);
+            mesh[std::size_t(l.b)]->setLinkLimit(l.a, l.limit);
+        }
     }
     ByteCounter bytes(config.nodes, config.traceSink);
     if (config.countBytes || config.traceSink)
@@ -231,6 +271,8 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
     std::string firstError;
     torch::Tensor finalParams;
     std::vector<double> nodeSeconds(static_cast<std::size_t>(config.nodes), 0.0);
+    if (config.breakpoints)
+        config.breakpoints->beginRun(config.nodes);
     std::vector<std::thread> threads;
     for (int rank = 0; rank < config.nodes; ++rank) {
         threads.emplace_back([&, rank] {
@@ -244,12 +286,27 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
                 std::atomic<std::int64_t> currentStep{0};
                 std::unique_ptr<net::Communicator> comm;
                 std::unique_ptr<MemoryHook> hook;
-                if (!mesh.empty()) {
+                std::unique_ptr<net::CollectiveHook> breakHook;
+                HookChain hooks;
+                if (glooStore) {
+                    auto g = std::make_unique<GlooCommunicator>(*glooStore, rank, config.nodes);
+                    if (config.countBytes || config.traceSink)
+                        g->setTraceSink(&bytes); // one event per collective: see gloo_communicator.h
+                    comm = std::move(g);
+                } else if (!mesh.empty()) {
                     comm = std::make_unique<net::Communicator>(*mesh[std::size_t(rank)]);
+                }
+                if (comm) {
                     if (observer && observer->wantsCollectiveSnapshots()) {
                         hook = std::make_unique<MemoryHook>(rank, observer, &currentStep);
-                        comm->setHook(hook.get());
+                        hooks.add(hook.get());
                     }
+                    if (config.breakpoints) {
+                        breakHook = config.breakpoints->makeHook(rank, &currentStep);
+                        hooks.add(breakHook.get());
+                    }
+                    if (!hooks.empty())
+                        comm->setHook(&hooks);
                 }
                 std::unique_ptr<Strategy> strategy = makeStrategy(config.strategy);
                 NodeContext ctx = settingsOf(config, rank);
@@ -260,7 +317,10 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
                 const auto t0 = Clock::now();
                 for (std::int64_t k = 0; k < config.steps; ++k) {
                     currentStep = k;
+                    const std::int64_t cpu0 = threadCpuNs();
                     const double loss = strategy->step(k);
+                    if (!strategy->isAsynchronous()) // edp stretches its own compute (stretchCompute)
+                        slowDown(behaviour.slowdown, threadCpuNs() - cpu0);
                     board.report(rank, k, loss, snapshot(rank, *strategy));
                     if (strategy->finished())
                         break; // asynchronous strategies: left, or told to stop
@@ -276,12 +336,16 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
                     for (const auto &[key, value] : strategy->stats())
                         stats[key].push_back(value);
                 }
+                if (config.breakpoints)
+                    config.breakpoints->nodeFinished(rank); // a pause no longer waits for it
             } catch (const std::exception &e) {
                 {
                     std::lock_guard lock(errorMutex);
                     if (firstError.empty())
                         firstError = "node " + std::to_string(rank) + ": " + e.what();
                 }
+                if (config.breakpoints)
+                    config.breakpoints->abort(); // release held peers so they fail too
                 // Peers blocked in a collective with this node fail at once.
                 if (!mesh.empty())
                     mesh[std::size_t(rank)]->abort();

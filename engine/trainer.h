@@ -23,25 +23,41 @@
 
 namespace smol::engine {
 
+class BreakpointController;
+
 struct TrainConfig {
     std::string strategy = "ddp";
     int nodes = 2;
     ModelConfig model;  // kind and sizes; model.seed is set from seed
     std::string corpus; // gpt: text file ("" = default corpus)
     std::int64_t steps = 100;
-    std::int64_t globalBatch = 64;
+    std::int64_t globalBatch = 120; // splits evenly over 1, 2, 3, 4, 5, 6 and 8 nodes
     std::uint64_t seed = 0;
     net::TransportKind transport = net::TransportKind::Tcp;
+    // Who runs the collectives: our transport (Ours) or c10d's
+    // ProcessGroupGloo (Gloo: ddp and zero1/2/3 only; `transport` unused).
+    enum class Backend { Ours, Gloo };
+    Backend backend = Backend::Ours;
     OptimizerConfig optimizer;
     std::int64_t bucketBytes = 256 * 1024;
     bool countBytes = true; // attach a trace sink that counts bytes per node
     // Also deliver every frame event here (not owned; called from I/O
     // threads). nullptr: no sink beyond the byte counter.
     net::TraceSink *traceSink = nullptr;
+    // Pause at collectives (engine/breakpoints.h); not owned. nullptr: never.
+    BreakpointController *breakpoints = nullptr;
     // edp: no push is applied more than this many updates after its weights.
     std::int64_t maxStaleness = 4;
     // Per-node speed and membership (strategy.h), by rank; missing = defaults.
     std::vector<NodeBehaviour> behaviour;
+    // Emulated slow links (net/link_shaper.h) between ranks a and b, both
+    // directions; applied to the mesh once it is built (not with gloo).
+    struct Link {
+        int a = 0;
+        int b = 1;
+        net::LinkLimit limit;
+    };
+    std::vector<Link> links;
     // pipeline: layer placement ("" or "auto": balanced by parameter count),
     // micro-batches per step (dividing globalBatch) and their schedule.
     std::string placement;

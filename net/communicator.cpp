@@ -7,20 +7,24 @@
 namespace smol::net {
 
 Communicator::Communicator(Transport &transport)
-    : m_transport(transport)
-    , m_sendSeq(std::size_t(transport.worldSize()), 0)
-    , m_recvSeq(std::size_t(transport.worldSize()), 0)
+    : Communicator(transport.rank(), transport.worldSize())
+{
+    m_transport = &transport;
+}
+
+Communicator::Communicator(int rank, int worldSize)
+    : m_rank(rank)
+    , m_worldSize(worldSize)
+    , m_sendSeq(std::size_t(worldSize), 0)
+    , m_recvSeq(std::size_t(worldSize), 0)
 {
 }
 
-int Communicator::rank() const
+Transport &Communicator::transport()
 {
-    return m_transport.rank();
-}
-
-int Communicator::worldSize() const
-{
-    return m_transport.worldSize();
+    if (!m_transport)
+        SMOL_THROW(NetError, "rank " + std::to_string(m_rank) + ": this communicator has no net::Transport");
+    return *m_transport;
 }
 
 void Communicator::setSegmentBytes(std::size_t bytes)
@@ -73,7 +77,7 @@ void checkRoot(const Communicator &comm, int root, const char *what)
         const std::uint64_t seq_ = SEQ;                                                                     \
         CollectiveInfo info{KIND, seq_, NAME, rank(), worldSize(), PEER, BUF};                              \
         runHook(true, info);                                                                                \
-        const detail::Call call{m_transport, rank(), worldSize(), KIND, seq_, m_segmentBytes};              \
+        const detail::Call call{*m_transport, rank(), worldSize(), KIND, seq_, m_segmentBytes};             \
         BODY;                                                                                               \
         runHook(false, info);                                                                               \
     } while (0)

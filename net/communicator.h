@@ -46,13 +46,18 @@ struct ChunkRange {
     std::size_t count = 0;
 };
 
+// The collectives are virtual so another engine can stand in for ours
+// (engine/gloo_communicator.h: c10d's ProcessGroupGloo). An override keeps
+// the contract above: same sequence numbers, hook before and after.
 class Communicator {
 public:
     explicit Communicator(Transport &transport);
+    virtual ~Communicator() = default;
 
-    int rank() const;
-    int worldSize() const;
-    Transport &transport() { return m_transport; }
+    int rank() const { return m_rank; }
+    int worldSize() const { return m_worldSize; }
+    // Throws NetError for a communicator without one (another backend).
+    Transport &transport();
 
     void setHook(CollectiveHook *hook) { m_hook = hook; } // not owned
     // Ring collectives split each chunk into frames of at most this size so
@@ -64,32 +69,38 @@ public:
     // the first (count % world) chunks hold one element more.
     static ChunkRange chunk(std::size_t count, int world, int index);
 
-    void send(int peer, TensorView buffer, const std::string &name = {},
-              CollectiveKind kind = CollectiveKind::SendRecv);
-    void recv(int peer, TensorView buffer, const std::string &name = {},
-              CollectiveKind kind = CollectiveKind::SendRecv);
-    void broadcast(TensorView buffer, int root, const std::string &name = {});
-    void barrier();
+    virtual void send(int peer, TensorView buffer, const std::string &name = {},
+                      CollectiveKind kind = CollectiveKind::SendRecv);
+    virtual void recv(int peer, TensorView buffer, const std::string &name = {},
+                      CollectiveKind kind = CollectiveKind::SendRecv);
+    virtual void broadcast(TensorView buffer, int root, const std::string &name = {});
+    virtual void barrier();
     // In place. Afterwards this rank's chunk(count, N, rank) holds the reduced
     // values; the rest of the buffer is scratch.
-    void reduceScatter(TensorView buffer, ReduceOp op, const std::string &name = {});
+    virtual void reduceScatter(TensorView buffer, ReduceOp op, const std::string &name = {});
     // In place. Before, this rank's chunk(count, N, rank) holds its part;
     // afterwards every rank holds every part.
-    void allGather(TensorView buffer, const std::string &name = {});
-    void allReduce(TensorView buffer, ReduceOp op, const std::string &name = {});
+    virtual void allGather(TensorView buffer, const std::string &name = {});
+    virtual void allReduce(TensorView buffer, ReduceOp op, const std::string &name = {});
     // `input` has the same count on every rank; on root, `output` holds
     // N * input.count elements in rank order (ignored elsewhere).
-    void gather(TensorView input, TensorView output, int root, const std::string &name = {});
+    virtual void gather(TensorView input, TensorView output, int root, const std::string &name = {});
     // On root, `input` holds N * output.count elements in rank order; every
     // rank receives its part into `output`.
-    void scatter(TensorView input, TensorView output, int root, const std::string &name = {});
+    virtual void scatter(TensorView input, TensorView output, int root, const std::string &name = {});
 
-private:
-    struct Call;
+protected:
+    // For a backend that brings its own transport.
+    Communicator(int rank, int worldSize);
     std::uint64_t nextSeq() { return m_seq++; }
+    std::uint64_t nextSendSeq(int peer) { return m_sendSeq[std::size_t(peer)]++; }
+    std::uint64_t nextRecvSeq(int peer) { return m_recvSeq[std::size_t(peer)]++; }
     void runHook(bool before, const CollectiveInfo &info);
 
-    Transport &m_transport;
+private:
+    Transport *m_transport = nullptr;
+    int m_rank = 0;
+    int m_worldSize = 1;
     CollectiveHook *m_hook = nullptr;
     std::size_t m_segmentBytes = std::size_t(1) << 20;
     std::uint64_t m_seq = 0;

@@ -11,6 +11,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
+#include <optional>
+#include <utility>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -24,6 +27,9 @@ namespace {
 // Bytes read from one link before the loop services the others: fairness
 // between the ring's incoming and outgoing directions.
 constexpr std::size_t kReadBudget = std::size_t(4) << 20;
+// A shaped link with unlimited bandwidth but a latency holds at most this
+// many bytes that have left but are not written yet.
+constexpr std::uint64_t kMaxInFlightUnpaced = std::uint64_t(64) << 20;
 } // namespace
 
 struct TcpTransport::SendOp {
@@ -33,12 +39,30 @@ struct TcpTransport::SendOp {
     std::size_t sent = 0; // over header + payload
     std::shared_ptr<SendTicket::State> state;
     FrameEvent event;
+    // Emulated links: bytes released by the shaper (>= sent), and whether the
+    // ticket already finished (all bytes left; data then points into owned).
+    std::size_t departed = 0;
+    bool finished = false;
+    std::unique_ptr<char[]> owned;
 };
 
 struct TcpTransport::Link {
     int fd = -1;
     FrameDecoder decoder{-1, -1, 0};
     std::deque<SendOp> queue;
+    // Emulated link. Byte counts run over the link's whole stream: bytes that
+    // left (departed), that may be written (their latency has passed), that
+    // were written. delayLine: (when writable, departed count at that time).
+    LinkShaper shaper;
+    std::deque<std::pair<LinkShaper::Clock::time_point, std::uint64_t>> delayLine;
+    std::uint64_t departed = 0;
+    std::uint64_t writable = 0;
+    std::uint64_t written = 0;
+    void resetStream()
+    {
+        delayLine.clear();
+        departed = writable = written = 0;
+    }
 };
 
 struct TcpTransport::Pending {
@@ -64,6 +88,8 @@ TcpTransport::TcpTransport(int rank, int worldSize, const std::string &token, Tr
     m_listenFd = sock::listenTcp(m_options.bindAddress, 0, &m_listenPort);
     sock::setNonBlocking(m_listenFd, true);
     m_wakeFd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    for (int p = 0; p < worldSize; ++p)
+        m_links[std::size_t(p)].shaper.setLimit(linkLimit(p));
     m_io = std::thread([this] { ioLoop(); });
 }
 
@@ -151,6 +177,13 @@ SendTicket TcpTransport::send(int peer, const FrameMeta &meta, const void *data,
     op.bytes = bytes;
     op.state = SendTicket::State::make(peer, bytes, m_options.timeout);
     op.state->cancel = [this, peer] { dropPeer(peer, "send timed out"); };
+    {
+        // A slow emulated link must not turn into a timeout by itself.
+        LinkShaper pace;
+        pace.setLimit(linkLimit(peer));
+        op.state->timeout += std::chrono::duration_cast<std::chrono::milliseconds>(
+            pace.transferTime(kHeaderBytes + bytes) + pace.limit().latency);
+    }
     op.event = FrameEvent{FrameEvent::Side::Send, m_rank, peer, bytes, meta.kind, meta.seq, meta.tag,
                           h.sendStartNs, 0, 0};
     SendTicket ticket(op.state);
@@ -214,6 +247,15 @@ void TcpTransport::abort()
     m_changed.wait(lock, [&] { return m_listenFd < 0 || m_stop; });
 }
 
+void TcpTransport::linkLimitChanged(int /*peer*/)
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_limitsChanged = true;
+    }
+    wake();
+}
+
 void TcpTransport::dropPeer(int peer, const std::string &reason)
 {
     if (std::this_thread::get_id() == m_io.get_id())
@@ -255,6 +297,7 @@ void TcpTransport::ioLoop()
         }
         int timeoutMs = -1;
         const auto now = sock::Clock::now();
+        std::optional<sock::Clock::time_point> wakeAt; // emulated links: next burst or delayed write
         for (std::size_t i = 0; i < m_pending.size(); ++i) {
             fds.push_back({m_pending[i].fd, POLLIN, 0});
             owner.push_back(-3 - int(i));
@@ -266,10 +309,35 @@ void TcpTransport::ioLoop()
             const Link &l = m_links[std::size_t(p)];
             if (l.fd < 0)
                 continue;
-            fds.push_back({l.fd, short(POLLIN | (l.queue.empty() ? 0 : POLLOUT)), 0});
+            bool wantWrite = !l.queue.empty();
+            if (wantWrite && l.shaper.isShaped()) {
+                // Ask for POLLOUT only with bytes we may write now (else it would
+                // spin); otherwise sleep until the shaper releases more.
+                wantWrite = l.writable > l.written;
+                auto soonest = [&](sock::Clock::time_point t) { wakeAt = wakeAt ? std::min(*wakeAt, t) : t; };
+                if (!l.delayLine.empty())
+                    soonest(l.delayLine.front().first);
+                for (const SendOp &op : l.queue)
+                    if (op.departed < kHeaderBytes + op.bytes) {
+                        soonest(l.shaper.whenAllowed(kHeaderBytes + op.bytes - op.departed, now));
+                        break;
+                    }
+            }
+            fds.push_back({l.fd, short(POLLIN | (wantWrite ? POLLOUT : 0)), 0});
             owner.push_back(p);
         }
-        const int rc = ::poll(fds.data(), nfds_t(fds.size()), timeoutMs);
+        if (timeoutMs >= 0) {
+            const auto t = now + std::chrono::milliseconds(timeoutMs);
+            wakeAt = wakeAt ? std::min(*wakeAt, t) : t;
+        }
+        timespec ts{};
+        if (wakeAt) {
+            const auto ns = std::max<std::int64_t>(
+                0, std::chrono::duration_cast<std::chrono::nanoseconds>(*wakeAt - now).count());
+            ts.tv_sec = time_t(ns / 1000000000);
+            ts.tv_nsec = long(ns % 1000000000);
+        }
+        const int rc = ::ppoll(fds.data(), nfds_t(fds.size()), wakeAt ? &ts : nullptr, nullptr);
         if (rc < 0 && errno != EINTR)
             break;
 
@@ -312,8 +380,10 @@ void TcpTransport::drainRequests()
     std::vector<std::pair<int, int>> newLinks;
     std::vector<std::pair<int, std::string>> drops;
     bool abortNow = false;
+    bool limitsChanged = false;
     {
         std::lock_guard lock(m_mutex);
+        limitsChanged = std::exchange(m_limitsChanged, false);
         newLinks.swap(m_newLinks);
         drops.swap(m_dropRequests);
         abortNow = m_aborted && m_listenFd >= 0;
@@ -326,6 +396,9 @@ void TcpTransport::drainRequests()
             out.clear();
         }
     }
+    if (limitsChanged)
+        for (int p = 0; p < m_worldSize; ++p)
+            m_links[std::size_t(p)].shaper.setLimit(linkLimit(p));
     for (auto [peer, fd] : newLinks)
         installLink(peer, fd);
     for (auto &[peer, reason] : drops)
@@ -410,6 +483,7 @@ void TcpTransport::installLink(int peer, int fd)
         return;
     }
     l.fd = fd;
+    l.resetStream();
     l.decoder = FrameDecoder(peer, m_rank, m_options.maxPayloadBytes);
     l.decoder.setBufferSource([this](std::size_t n) { return takeRecycled(n); });
     m_mailbox.revivePeer(peer);
@@ -480,10 +554,71 @@ void TcpTransport::readLink(int peer)
     }
 }
 
+// Emulated link: let the shaper release the bytes that may leave now. A frame
+// whose last byte left completes its send; with a latency its unwritten rest
+// is copied first, since the caller may reuse its buffer from then on.
+void TcpTransport::releaseBytes(Link &l)
+{
+    const auto now = LinkShaper::Clock::now();
+    const LinkLimit &limit = l.shaper.limit();
+    l.departed = std::max(l.departed, l.written);
+    const std::uint64_t cap =
+        l.shaper.limitsBandwidth()
+            ? std::uint64_t(limit.bitsPerSecond / 8 * std::chrono::duration<double>(limit.latency).count()) +
+                  4 * std::uint64_t(l.shaper.burstBytes())
+            : kMaxInFlightUnpaced;
+    const std::uint64_t inFlight = l.departed - l.written;
+    std::size_t budget = inFlight >= cap ? 0 : std::size_t(std::min<std::uint64_t>(l.shaper.allowance(now), cap - inFlight));
+    std::size_t released = 0;
+    for (SendOp &op : l.queue) {
+        const std::size_t total = kHeaderBytes + op.bytes;
+        op.departed = std::max(op.departed, op.sent);
+        if (op.departed == total)
+            continue;
+        if (budget == 0)
+            break;
+        const std::size_t take = std::min(budget, total - op.departed);
+        op.departed += take;
+        budget -= take;
+        released += take;
+        if (op.departed == total && limit.latency.count() > 0) {
+            if (op.bytes) {
+                op.owned.reset(new char[op.bytes]);
+                std::memcpy(op.owned.get(), op.data, op.bytes);
+                op.data = op.owned.get();
+            }
+            op.finished = true;
+            op.event.sendCompleteNs = monotonicNs();
+            emitTrace(op.event);
+            op.state->finish();
+        }
+    }
+    if (released > 0) {
+        l.shaper.consume(released, now);
+        l.departed += released;
+        l.delayLine.emplace_back(now + std::chrono::duration_cast<LinkShaper::Clock::duration>(limit.latency),
+                                 l.departed);
+    }
+    while (!l.delayLine.empty() && l.delayLine.front().first <= now) {
+        l.writable = std::max(l.writable, l.delayLine.front().second);
+        l.delayLine.pop_front();
+    }
+}
+
 void TcpTransport::writeLink(int peer)
 {
     Link &l = m_links[std::size_t(peer)];
+    const bool shaped = l.shaper.isShaped();
+    if (shaped)
+        releaseBytes(l);
     while (!l.queue.empty()) {
+        // Unshaped: everything queued; shaped: what has left and waited out the latency.
+        std::size_t room = std::numeric_limits<std::size_t>::max();
+        if (shaped) {
+            if (l.writable <= l.written)
+                return; // poll() wakes us when the shaper releases more
+            room = std::size_t(l.writable - l.written);
+        }
         SendOp &op = l.queue.front();
         iovec iov[2];
         int n = 0;
@@ -494,6 +629,10 @@ void TcpTransport::writeLink(int peer)
         } else {
             const std::size_t off = op.sent - kHeaderBytes;
             iov[n++] = {const_cast<char *>(op.data) + off, op.bytes - off};
+        }
+        for (int i = 0; i < n; ++i) {
+            iov[i].iov_len = std::min(iov[i].iov_len, room);
+            room -= iov[i].iov_len;
         }
         msghdr msg{};
         msg.msg_iov = iov;
@@ -509,13 +648,18 @@ void TcpTransport::writeLink(int peer)
             return;
         }
         op.sent += std::size_t(w);
+        l.written += std::uint64_t(w);
         if (op.sent < kHeaderBytes + op.bytes)
-            return; // kernel buffer full; poll for POLLOUT
-        op.event.sendCompleteNs = monotonicNs();
-        emitTrace(op.event);
-        op.state->finish();
+            return; // kernel buffer full (poll for POLLOUT), or the shaper's share is written
+        if (!op.finished) {
+            op.event.sendCompleteNs = monotonicNs();
+            emitTrace(op.event);
+            op.state->finish();
+        }
         l.queue.pop_front();
     }
+    if (!shaped)
+        l.resetStream(); // nothing queued: a limit set later starts from here
 }
 
 void TcpTransport::failLink(int peer, const std::string &reason, bool protocolViolation)
@@ -526,6 +670,7 @@ void TcpTransport::failLink(int peer, const std::string &reason, bool protocolVi
         noteDropped(reason);
     std::deque<SendOp> orphans;
     orphans.swap(l.queue);
+    l.resetStream();
     {
         std::lock_guard lock(m_mutex);
         m_connected[std::size_t(peer)] = false;

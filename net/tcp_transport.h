@@ -10,6 +10,12 @@
 // fail with an error naming the peer, and the peer may reconnect.
 //
 // The data path uses POSIX sockets and poll(); docs/protocol.md says why.
+//
+// Emulated links (setLinkLimit): the I/O thread releases a shaped link's bytes
+// at its bandwidth (LinkShaper) and writes them to the socket `latency` after
+// they left; the send completes when the last byte has left (the rest of the
+// frame is copied then, so the caller's buffer is free). poll() sleeps until
+// the shaper allows the next burst.
 #pragma once
 
 #include "mailbox.h"
@@ -48,6 +54,10 @@ public:
     void cancelRecv(RecvHandle &handle) noexcept override;
     void abort() override;
 
+protected:
+    void linkLimitChanged(int peer) override;
+
+public:
     // Close the link to `peer` (from any thread but the I/O thread) and wait
     // until the I/O thread no longer touches any buffer queued for it.
     void dropPeer(int peer, const std::string &reason);
@@ -65,6 +75,7 @@ private:
     void installLink(int peer, int fd);
     void readLink(int peer);
     void writeLink(int peer);
+    void releaseBytes(Link &l);
     void failLink(int peer, const std::string &reason, bool protocolViolation);
     void shutdownAll(const std::string &reason);
 
@@ -86,6 +97,7 @@ private:
     std::uint64_t m_dropsRequested = 0;
     bool m_stop = false;
     bool m_aborted = false;
+    bool m_limitsChanged = false;
     std::atomic<bool> m_wakePending{false};
 
     // I/O thread only.

@@ -11,6 +11,9 @@ namespace smol::net {
 // Nanoseconds on this process's monotonic clock (std::chrono::steady_clock).
 std::int64_t monotonicNs();
 
+// A backend whose frames we cannot see (engine/gloo_communicator.h) reports
+// one Send event per collective instead: src == dst == its rank, bytes = the
+// collective's buffer, sendStart/sendComplete = the collective's start/end.
 struct FrameEvent {
     enum class Side : std::uint8_t { Send, Receive };
     Side side = Side::Send;

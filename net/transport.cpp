@@ -91,6 +91,8 @@ struct Transport::Private {
     std::vector<std::string> dropped;
     std::mutex poolMutex;
     std::vector<Payload> pool;
+    mutable std::mutex limitMutex;
+    std::vector<LinkLimit> limits; // by peer
 };
 
 namespace {
@@ -130,6 +132,28 @@ Transport::Transport(int rank, int worldSize, TransportOptions options)
     , m_options(std::move(options))
     , d(std::make_unique<Private>())
 {
+    d->limits = m_options.links;
+    d->limits.resize(std::size_t(std::max(worldSize, 0)));
+}
+
+void Transport::setLinkLimit(int peer, const LinkLimit &limit)
+{
+    if (peer < 0 || peer >= m_worldSize || peer == m_rank)
+        SMOL_THROW(NetError, "rank " + std::to_string(m_rank) + ": no peer " + std::to_string(peer));
+    if (!(limit.bitsPerSecond >= 0) || limit.latency.count() < 0)
+        SMOL_THROW(NetError, "rank " + std::to_string(m_rank) + ": negative link limit for peer " +
+                                 std::to_string(peer));
+    {
+        std::lock_guard lock(d->limitMutex);
+        d->limits[std::size_t(peer)] = limit;
+    }
+    linkLimitChanged(peer);
+}
+
+LinkLimit Transport::linkLimit(int peer) const
+{
+    std::lock_guard lock(d->limitMutex);
+    return peer >= 0 && std::size_t(peer) < d->limits.size() ? d->limits[std::size_t(peer)] : LinkLimit{};
 }
 
 Transport::~Transport() = default;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "dtype.h"
+#include "link_shaper.h"
 #include "tensor_view.h"
 
 #include <chrono>
@@ -91,6 +92,9 @@ struct TransportOptions {
     std::chrono::milliseconds handshakeTimeout{5000};
     // TCP only: address to listen on ("127.0.0.1" or "0.0.0.0").
     std::string bindAddress = "127.0.0.1";
+    // Emulated slow links (link_shaper.h): this rank's sends to peer p are
+    // paced by links[p]; missing entries are unlimited. See setLinkLimit().
+    std::vector<LinkLimit> links;
 };
 
 enum class TransportKind { Inproc, Tcp };
@@ -125,6 +129,12 @@ public:
     // this rank fail with PeerLostError; this rank's waits fail too.
     virtual void abort() = 0;
 
+    // Pace this rank's sends to `peer` (one direction; set both ranks for a
+    // symmetric link). Any thread, any time: frames already on their way keep
+    // the pace they left with, new bytes follow the new limit.
+    void setLinkLimit(int peer, const LinkLimit &limit);
+    LinkLimit linkLimit(int peer) const;
+
     // Not owned; nullptr detaches. When it returns, no I/O thread is still
     // inside the previous sink, so the caller may destroy it.
     void setTraceSink(TraceSink *sink);
@@ -145,6 +155,8 @@ protected:
     Transport(int rank, int worldSize, TransportOptions options);
     void emitTrace(const struct FrameEvent &event) const;
     void noteDropped(const std::string &reason);
+    // Called by setLinkLimit() after the new limit is stored.
+    virtual void linkLimitChanged(int /*peer*/) {}
 
     const int m_rank;
     const int m_worldSize;

@@ -1,0 +1,574 @@
+#include "breakpoints.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace smol::engine {
+
+using Clock = std::chrono::steady_clock;
+
+// ---- breakpoint specs -------------------------------------------------------
+
+namespace {
+
+struct KindName {
+    const char *name;
+    net::CollectiveKind kind;
+};
+
+constexpr KindName kKinds[] = {
+    {"any", net::CollectiveKind::None},
+    {"allreduce", net::CollectiveKind::AllReduce},
+    {"all-reduce", net::CollectiveKind::AllReduce},
+    {"reducescatter", net::CollectiveKind::ReduceScatter},
+    {"reduce-scatter", net::CollectiveKind::ReduceScatter},
+    {"allgather", net::CollectiveKind::AllGather},
+    {"all-gather", net::CollectiveKind::AllGather},
+    {"broadcast", net::CollectiveKind::Broadcast},
+    {"barrier", net::CollectiveKind::Barrier},
+    {"gather", net::CollectiveKind::Gather},
+    {"scatter", net::CollectiveKind::Scatter},
+    {"sendrecv", net::CollectiveKind::SendRecv},
+    {"send", net::CollectiveKind::SendRecv},
+    {"recv", net::CollectiveKind::SendRecv},
+    {"push", net::CollectiveKind::Push},
+    {"pull", net::CollectiveKind::Pull},
+};
+
+std::int64_t parseInt(const std::string &key, const std::string &value, const std::string &spec)
+{
+    std::size_t used = 0;
+    long long n = -1;
+    try {
+        n = std::stoll(value, &used);
+    } catch (const std::exception &) {
+        used = 0;
+    }
+    if (value.empty() || used != value.size() || n < 0)
+        throw std::invalid_argument("bad breakpoint '" + spec + "': " + key + " takes a whole number >= 0, got '" +
+                                    value + "'");
+    return n;
+}
+
+} // namespace
+
+bool isPointToPoint(net::CollectiveKind kind)
+{
+    return kind == net::CollectiveKind::SendRecv || kind == net::CollectiveKind::Push ||
+           kind == net::CollectiveKind::Pull;
+}
+
+Breakpoint parseBreakpoint(const std::string &spec)
+{
+    Breakpoint b;
+    b.text = spec;
+    if (spec == "next") {
+        b.next = true;
+        return b;
+    }
+    const std::size_t cut = spec.find_first_of("@,");
+    const std::string kind = spec.substr(0, cut);
+    const auto it = std::find_if(std::begin(kKinds), std::end(kKinds), [&](const KindName &k) { return kind == k.name; });
+    if (it == std::end(kKinds))
+        throw std::invalid_argument("bad breakpoint '" + spec +
+                                    "': expected KIND[@step=N][,rank=R][,name=SUBSTR] or next, with KIND one of "
+                                    "allreduce, reducescatter, allgather, broadcast, barrier, gather, scatter, "
+                                    "sendrecv, push, pull, any");
+    b.kind = it->kind;
+    std::size_t at = cut;
+    while (at != std::string::npos && at < spec.size()) {
+        const std::size_t end = spec.find(',', at + 1);
+        const std::string item = spec.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
+        const std::size_t eq = item.find('=');
+        const std::string key = item.substr(0, eq);
+        const std::string value = eq == std::string::npos ? std::string() : item.substr(eq + 1);
+        if (eq == std::string::npos)
+            throw std::invalid_argument("bad breakpoint '" + spec + "': expected key=value, got '" + item + "'");
+        if (key == "step")
+            b.step = parseInt(key, value, spec);
+        else if (key == "rank")
+            b.rank = int(std::min<std::int64_t>(parseInt(key, value, spec), std::numeric_limits<int>::max()));
+        else if (key == "name" && !value.empty())
+            b.name = value;
+        else
+            throw std::invalid_argument("bad breakpoint '" + spec + "': unknown condition '" + item +
+                                        "' (step=N, rank=R, name=SUBSTR)");
+        at = end;
+    }
+    return b;
+}
+
+bool Breakpoint::matches(const net::CollectiveInfo &info, std::int64_t atStep) const
+{
+    if (next)
+        return true;
+    if (kind != net::CollectiveKind::None && kind != info.kind)
+        return false;
+    if (step >= 0 && step != atStep)
+        return false;
+    // Every rank enters the same collective, so the rank condition picks
+    // among point-to-point calls only.
+    if (rank >= 0 && isPointToPoint(info.kind) && rank != info.rank)
+        return false;
+    return name.empty() || info.name.find(name) != std::string::npos;
+}
+
+// ---- snapshots --------------------------------------------------------------
+
+namespace {
+
+double elementAt(const net::TensorView &v, std::size_t i)
+{
+    switch (v.dtype) {
+    case net::DType::Float32: return double(static_cast<const float *>(v.data)[i]);
+    case net::DType::Float64: return static_cast<const double *>(v.data)[i];
+    case net::DType::Int64: return double(static_cast<const std::int64_t *>(v.data)[i]);
+    case net::DType::Int32: return double(static_cast<const std::int32_t *>(v.data)[i]);
+    case net::DType::UInt8: return double(static_cast<const std::uint8_t *>(v.data)[i]);
+    }
+    return 0;
+}
+
+void setElement(const net::TensorView &v, std::size_t i, double x)
+{
+    switch (v.dtype) {
+    case net::DType::Float32: static_cast<float *>(v.data)[i] = float(x); break;
+    case net::DType::Float64: static_cast<double *>(v.data)[i] = x; break;
+    case net::DType::Int64: static_cast<std::int64_t *>(v.data)[i] = std::int64_t(x); break;
+    case net::DType::Int32: static_cast<std::int32_t *>(v.data)[i] = std::int32_t(x); break;
+    case net::DType::UInt8: static_cast<std::uint8_t *>(v.data)[i] = std::uint8_t(x); break;
+    }
+}
+
+bool isFloat(net::DType d)
+{
+    return d == net::DType::Float32 || d == net::DType::Float64;
+}
+
+void applyEdit(const net::TensorView &v, const TensorEdit &e)
+{
+    if (e.op == TensorEdit::Op::InjectNaN && e.index >= 0) {
+        setElement(v, std::size_t(e.index), std::nan(""));
+        return;
+    }
+    const double nan = std::nan("");
+    for (std::size_t i = 0; i < v.count; ++i)
+        setElement(v, i, e.op == TensorEdit::Op::Scale ? elementAt(v, i) * e.factor
+                         : e.op == TensorEdit::Op::Zero ? 0.0
+                                                        : nan);
+}
+
+// Which thread's collective a step() released: its after() reports the result.
+struct StepTicket {
+    const void *controller = nullptr;
+    std::uint64_t stepId = 0;
+    bool edited = false;
+};
+thread_local StepTicket t_ticket;
+
+} // namespace
+
+TensorSnapshot takeSnapshot(const net::TensorView &v, const SnapshotOptions &options)
+{
+    TensorSnapshot s;
+    s.dtype = v.dtype;
+    s.count = std::int64_t(v.count);
+    if (v.shape.ndim == 0)
+        s.shape = {s.count};
+    for (int i = 0; i < v.shape.ndim; ++i)
+        s.shape.push_back(v.shape.dims[std::size_t(i)]);
+    if (v.count == 0 || !v.data)
+        return s;
+    const bool full = s.count <= options.fullLimit;
+    if (full)
+        s.values.resize(v.count);
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0, sq = 0;
+    std::int64_t finite = 0;
+    for (std::size_t i = 0; i < v.count; ++i) {
+        const double x = elementAt(v, i);
+        if (full)
+            s.values[i] = x;
+        if (std::isnan(x)) {
+            ++s.stats.nanCount;
+        } else if (std::isinf(x)) {
+            ++s.stats.infCount;
+        } else {
+            lo = std::min(lo, x);
+            hi = std::max(hi, x);
+            sum += x;
+            sq += x * x;
+            ++finite;
+        }
+    }
+    if (finite > 0) {
+        s.stats.min = lo;
+        s.stats.max = hi;
+        s.stats.mean = sum / double(finite);
+        s.stats.std = std::sqrt(std::max(0.0, sq / double(finite) - s.stats.mean * s.stats.mean));
+        s.stats.l2 = std::sqrt(sq);
+        s.histogramMin = lo;
+        s.histogramMax = hi;
+    }
+    const int bins = std::max(1, options.histogramBins);
+    s.histogram.assign(std::size_t(bins), 0);
+    const double width = (hi - lo) / bins;
+    const std::size_t points = std::min<std::size_t>(v.count, std::size_t(std::max(1, options.downsampledPoints)));
+    s.downsampled.assign(points, 0);
+    for (std::size_t p = 0; p < points; ++p) {
+        // Run p covers elements [p * count / points, (p + 1) * count / points).
+        const std::size_t b = p * v.count / points, e = (p + 1) * v.count / points;
+        double acc = 0;
+        for (std::size_t i = b; i < e; ++i) {
+            const double x = elementAt(v, i);
+            acc += x;
+            if (std::isfinite(x)) {
+                const int bin = width > 0 ? std::min(bins - 1, int((x - lo) / width)) : 0;
+                ++s.histogram[std::size_t(bin)];
+            }
+        }
+        s.downsampled[p] = acc / double(e - b);
+    }
+    return s;
+}
+
+// ---- the hook ---------------------------------------------------------------
+
+class BreakpointController::Hook : public net::CollectiveHook {
+public:
+    Hook(BreakpointController *owner, int node, const std::atomic<std::int64_t> *step)
+        : m_owner(owner), m_node(node), m_step(step) {}
+    void before(const net::CollectiveInfo &info) override { m_owner->before(m_node, stepNow(), info); }
+    void after(const net::CollectiveInfo &info) override { m_owner->after(m_node, stepNow(), info); }
+
+private:
+    std::int64_t stepNow() const { return m_step ? m_step->load() : 0; }
+    BreakpointController *m_owner;
+    int m_node;
+    const std::atomic<std::int64_t> *m_step;
+};
+
+// A thread held in before(), on that thread's stack.
+struct BreakpointController::Held {
+    int node;
+    std::int64_t step;
+    net::CollectiveInfo info;
+    net::TensorView buffer;
+    std::vector<TensorEdit> edits;
+    bool stepped = false;
+};
+
+BreakpointController::BreakpointController(SnapshotOptions options) : m_options(options) {}
+
+BreakpointController::~BreakpointController()
+{
+    abort();
+}
+
+void BreakpointController::addBreakpoint(const Breakpoint &breakpoint)
+{
+    std::lock_guard lock(m_mutex);
+    if (breakpoint.next && !m_paused) {
+        m_pendingPause = true;
+        m_pendingReason = "next";
+    }
+    m_breakpoints.push_back(breakpoint);
+}
+
+void BreakpointController::clearBreakpoints()
+{
+    std::lock_guard lock(m_mutex);
+    m_breakpoints.clear();
+}
+
+std::vector<Breakpoint> BreakpointController::breakpoints() const
+{
+    std::lock_guard lock(m_mutex);
+    return m_breakpoints;
+}
+
+void BreakpointController::setPausedCallback(PausedCallback callback)
+{
+    std::lock_guard lock(m_mutex);
+    m_callback = std::move(callback);
+}
+
+void BreakpointController::setSettleTimeout(std::chrono::milliseconds timeout)
+{
+    std::lock_guard lock(m_mutex);
+    m_settleTimeout = timeout;
+}
+
+void BreakpointController::beginRun(int nodes)
+{
+    std::lock_guard lock(m_mutex);
+    m_nodes = nodes;
+    m_finished.clear();
+    m_aborted = false;
+    m_decisions.clear();
+    m_paused = false;
+    m_held.clear();
+}
+
+std::unique_ptr<net::CollectiveHook> BreakpointController::makeHook(int node, const std::atomic<std::int64_t> *step)
+{
+    return std::make_unique<Hook>(this, node, step);
+}
+
+void BreakpointController::nodeFinished(int node)
+{
+    Lock lock(m_mutex);
+    m_finished.insert(node);
+    notify(lock, publishIfReady()); // the pause may now hold every running node
+}
+
+void BreakpointController::abort()
+{
+    std::lock_guard lock(m_mutex);
+    m_aborted = true;
+    m_pendingPause = false;
+    if (m_paused)
+        release(/*stepping=*/false);
+    m_changed.notify_all();
+}
+
+void BreakpointController::pauseAtNext()
+{
+    std::lock_guard lock(m_mutex);
+    if (!m_paused && !m_aborted) {
+        m_pendingPause = true;
+        m_pendingReason = "pause";
+    }
+}
+
+bool BreakpointController::isPaused() const
+{
+    std::lock_guard lock(m_mutex);
+    return m_paused;
+}
+
+std::shared_ptr<const PauseState> BreakpointController::waitForPause(std::chrono::milliseconds timeout,
+                                                                     std::uint64_t afterId)
+{
+    Lock lock(m_mutex);
+    m_changed.wait_for(lock, timeout, [&] { return m_published && m_published->id > afterId; });
+    return m_published && m_published->id > afterId ? m_published : nullptr;
+}
+
+bool BreakpointController::resume()
+{
+    std::lock_guard lock(m_mutex);
+    if (!m_paused)
+        return false;
+    m_resultsInNextPause = false;
+    release(/*stepping=*/false);
+    return true;
+}
+
+bool BreakpointController::step()
+{
+    std::lock_guard lock(m_mutex);
+    if (!m_paused)
+        return false;
+    m_pendingPause = true;
+    m_pendingReason = "step";
+    m_resultsInNextPause = true;
+    release(/*stepping=*/true);
+    return true;
+}
+
+bool BreakpointController::edit(int node, const TensorEdit &e)
+{
+    std::lock_guard lock(m_mutex);
+    if (!m_paused)
+        return false;
+    for (Held *h : m_held) {
+        if (h->node != node || h->buffer.count == 0)
+            continue;
+        if (e.op == TensorEdit::Op::InjectNaN && !isFloat(h->buffer.dtype))
+            throw std::invalid_argument("node " + std::to_string(node) + " holds " +
+                                        net::dtypeName(h->buffer.dtype) + " values: no NaN to inject");
+        if (e.op == TensorEdit::Op::InjectNaN && e.index >= std::int64_t(h->buffer.count))
+            throw std::invalid_argument("element " + std::to_string(e.index) + " is outside node " +
+                                        std::to_string(node) + "'s " + std::to_string(h->buffer.count) +
+                                        " elements");
+        h->edits.push_back(e);
+        return true;
+    }
+    return false;
+}
+
+std::shared_ptr<const std::vector<TensorSnapshot>>
+BreakpointController::waitForStepResults(std::chrono::milliseconds timeout)
+{
+    Lock lock(m_mutex);
+    const std::uint64_t id = m_stepId;
+    if (!m_changed.wait_for(lock, timeout, [&] { return m_stepId != id || m_stepResults.size() >= m_stepExpected; }) ||
+        m_stepId != id || id == 0)
+        return nullptr;
+    auto results = std::make_shared<std::vector<TensorSnapshot>>(m_stepResults);
+    std::sort(results->begin(), results->end(), [](const auto &a, const auto &b) { return a.node < b.node; });
+    return results;
+}
+
+// ---- node side --------------------------------------------------------------
+
+bool BreakpointController::matchesAny(const net::CollectiveInfo &info, std::int64_t atStep, std::string *reason) const
+{
+    for (const Breakpoint &b : m_breakpoints)
+        if (!b.next && b.matches(info, atStep)) {
+            *reason = b.text;
+            return true;
+        }
+    return false;
+}
+
+void BreakpointController::startPause(const std::string &reason, int hitNode)
+{
+    m_paused = true;
+    ++m_pauseId;
+    m_reason = reason;
+    m_hitNode = hitNode;
+    m_pauseStart = Clock::now();
+    m_pendingPause = false;
+    m_held.clear();
+}
+
+void BreakpointController::before(int node, std::int64_t atStep, const net::CollectiveInfo &info)
+{
+    t_ticket = StepTicket{};
+    Lock lock(m_mutex);
+    if (m_aborted)
+        return;
+    std::string reason;
+    if (!isPointToPoint(info.kind)) {
+        // Decided once per sequence number, by the first node to get there.
+        auto [it, fresh] = m_decisions.try_emplace(info.seq);
+        Decision &d = it->second;
+        if (fresh) {
+            if (m_paused) {
+                d.pauseId = m_pauseId;
+            } else if (m_pendingPause || matchesAny(info, atStep, &reason)) {
+                startPause(reason.empty() ? m_pendingReason : reason, node);
+                d.pauseId = m_pauseId;
+            }
+        }
+        const std::uint64_t pauseId = d.pauseId;
+        if (++d.arrivals >= m_nodes)
+            m_decisions.erase(it);
+        if (pauseId == 0 || !m_paused || pauseId != m_pauseId)
+            return; // S runs through (or its pause is already over)
+    } else if (!m_paused) {
+        if (!m_pendingPause && !matchesAny(info, atStep, &reason))
+            return;
+        startPause(reason.empty() ? m_pendingReason : reason, node);
+    }
+    hold(lock, node, atStep, info);
+}
+
+void BreakpointController::hold(Lock &lock, int node, std::int64_t atStep, const net::CollectiveInfo &info)
+{
+    Held held{node, atStep, info, info.buffer, {}, false};
+    m_held.push_back(&held);
+    // Before notify(): it unlocks, and a command may release us meanwhile.
+    const std::uint64_t generation = m_generation;
+    notify(lock, publishIfReady());
+    while (m_generation == generation && !m_aborted) {
+        m_changed.wait_for(lock, std::chrono::milliseconds(100));
+        if (m_generation == generation)
+            notify(lock, publishIfReady()); // the settle timeout may have passed
+    }
+    // Released: release() already took us off m_held.
+    for (const TensorEdit &e : held.edits)
+        applyEdit(info.buffer, e);
+    if (held.stepped)
+        t_ticket = StepTicket{this, m_stepId, !held.edits.empty()};
+}
+
+void BreakpointController::after(int node, std::int64_t atStep, const net::CollectiveInfo &info)
+{
+    if (t_ticket.controller != this)
+        return;
+    const StepTicket ticket = t_ticket;
+    t_ticket = StepTicket{};
+    TensorSnapshot s = takeSnapshot(info.buffer, m_options);
+    s.node = node;
+    s.step = atStep;
+    s.kind = info.kind;
+    s.seq = info.seq;
+    s.name = info.name;
+    s.peer = info.peer;
+    s.before = false;
+    s.edited = ticket.edited;
+    std::lock_guard lock(m_mutex);
+    if (ticket.stepId != m_stepId)
+        return;
+    m_stepResults.push_back(std::move(s));
+    m_changed.notify_all();
+}
+
+std::shared_ptr<const PauseState> BreakpointController::publishIfReady()
+{
+    if (!m_paused || m_held.empty() || (m_published && m_published->id == m_pauseId))
+        return nullptr;
+    std::set<int> heldNodes;
+    for (const Held *h : m_held)
+        heldNodes.insert(h->node);
+    bool everyone = true;
+    for (int n = 0; n < m_nodes; ++n)
+        everyone = everyone && (m_finished.count(n) || heldNodes.count(n));
+    if (!everyone && Clock::now() - m_pauseStart < m_settleTimeout)
+        return nullptr;
+    auto state = std::make_shared<PauseState>();
+    state->id = m_pauseId;
+    state->reason = m_reason;
+    state->hitNode = m_hitNode;
+    state->complete = everyone;
+    // Held threads are blocked and their buffers unchanged until released.
+    for (const Held *h : m_held) {
+        TensorSnapshot s = takeSnapshot(h->buffer, m_options);
+        s.node = h->node;
+        s.step = h->step;
+        s.kind = h->info.kind;
+        s.seq = h->info.seq;
+        s.name = h->info.name;
+        s.peer = h->info.peer;
+        state->inputs.push_back(std::move(s));
+    }
+    std::stable_sort(state->inputs.begin(), state->inputs.end(), [](const auto &a, const auto &b) { return a.node < b.node; });
+    if (m_resultsInNextPause)
+        state->results = m_stepResults;
+    std::sort(state->results.begin(), state->results.end(), [](const auto &a, const auto &b) { return a.node < b.node; });
+    m_published = state;
+    return state;
+}
+
+void BreakpointController::notify(Lock &lock, const std::shared_ptr<const PauseState> &state)
+{
+    if (!state)
+        return;
+    m_changed.notify_all();
+    const PausedCallback callback = m_callback;
+    lock.unlock();
+    if (callback)
+        callback(state);
+    lock.lock();
+}
+
+void BreakpointController::release(bool stepping)
+{
+    if (stepping) {
+        ++m_stepId;
+        m_stepExpected = m_held.size();
+        m_stepResults.clear();
+    }
+    for (Held *h : m_held)
+        h->stepped = stepping;
+    m_held.clear();
+    m_paused = false;
+    ++m_generation;
+    m_changed.notify_all();
+}
+
+} // namespace smol::engine

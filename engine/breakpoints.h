@@ -1,0 +1,200 @@
+// Pause the whole cluster at a collective, look at the tensors every node is
+// about to exchange, edit one, and resume or step one collective at a time.
+//
+// One BreakpointController is shared by all nodes of a run; each node's
+// Communicator gets a hook from makeHook(). The hook holds a node in
+// CollectiveHook::before(), which runs on the node's compute thread outside
+// any transport wait, so a held node never trips a peer's receive timeout
+// (see "Why pausing in before() is safe" in docs/breakpoints.md).
+//
+// Consistency: every node pauses at the same collective. For collectives all
+// ranks enter (all-reduce, reduce-scatter, all-gather, broadcast, barrier,
+// gather, scatter: one shared sequence number), whether sequence number S
+// pauses is decided once, by the first node to reach S, and every node
+// follows that decision. So no node runs ahead, and a node never pauses while
+// a peer is already inside the same collective waiting for it. Point-to-point
+// kinds (send/recv, push/pull) pause at each node's next boundary instead
+// (documented caveat: a peer already blocked in a receive from a held node
+// fails after the transport timeout, 10 s by default).
+//
+// Public types are plain data (no LibTorch), so a coordinator can later ship
+// them over the network; commands are thread-safe and never block for long.
+#pragma once
+
+#include "net/communicator.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace smol::engine {
+
+// KIND[@step=N][,rank=R][,name=SUBSTR] or "next". KIND: allreduce,
+// reducescatter, allgather, broadcast, barrier, gather, scatter, sendrecv
+// (also send, recv), push, pull, any.
+struct Breakpoint {
+    bool next = false;                                    // the next collective any node enters
+    net::CollectiveKind kind = net::CollectiveKind::None; // None: any kind
+    std::int64_t step = -1;                               // -1: any step
+    int rank = -1;                                        // -1: any rank (point-to-point kinds only)
+    std::string name;                                     // substring of CollectiveInfo::name
+    std::string text;                                     // the spec as given
+
+    bool matches(const net::CollectiveInfo &info, std::int64_t step) const;
+};
+
+// Throws std::invalid_argument with a one-line reason.
+Breakpoint parseBreakpoint(const std::string &spec);
+bool isPointToPoint(net::CollectiveKind kind);
+
+struct TensorStats {
+    double min = 0, max = 0, mean = 0, std = 0, l2 = 0; // over the finite elements
+    std::int64_t nanCount = 0;
+    std::int64_t infCount = 0;
+};
+
+// One node's buffer at a collective boundary.
+struct TensorSnapshot {
+    int node = -1;
+    std::int64_t step = 0;
+    net::CollectiveKind kind = net::CollectiveKind::None;
+    std::uint64_t seq = 0;
+    std::string name;
+    int peer = -1;
+    bool before = true; // the input entering the collective; false: its result
+    bool edited = false; // result of a collective whose input the user edited on this node
+    net::DType dtype = net::DType::Float32;
+    std::vector<std::int64_t> shape;
+    std::int64_t count = 0;
+    std::vector<double> values; // every element when count <= fullLimit, else empty
+    TensorStats stats;
+    double histogramMin = 0, histogramMax = 0; // bins split [min, max] of the finite elements
+    std::vector<std::int64_t> histogram;
+    std::vector<double> downsampled; // mean of each of up to N equal runs of elements
+};
+
+struct SnapshotOptions {
+    std::int64_t fullLimit = 1 << 20;
+    int histogramBins = 64;
+    int downsampledPoints = 256;
+};
+
+TensorSnapshot takeSnapshot(const net::TensorView &buffer, const SnapshotOptions &options);
+
+// The cluster, held. Published once every running node has joined, or after
+// the settle timeout with those that did (complete = false: a node is stuck
+// elsewhere, e.g. in a point-to-point receive).
+struct PauseState {
+    std::uint64_t id = 0; // 1, 2, ... per controller
+    std::string reason;   // the breakpoint's text, "next", "step" or "pause"
+    int hitNode = -1;     // the node whose collective matched
+    bool complete = false;
+    std::vector<TensorSnapshot> inputs;  // per held node (thread), node order
+    std::vector<TensorSnapshot> results; // after a step(): the stepped collective's results
+};
+
+struct TensorEdit {
+    enum class Op { Scale, Zero, InjectNaN };
+    Op op = Op::Scale;
+    double factor = 1;       // Scale
+    std::int64_t index = -1; // InjectNaN: this element; -1: every element
+};
+
+class BreakpointController {
+public:
+    using PausedCallback = std::function<void(std::shared_ptr<const PauseState>)>;
+
+    explicit BreakpointController(SnapshotOptions options = {});
+    ~BreakpointController();
+    BreakpointController(const BreakpointController &) = delete;
+    BreakpointController &operator=(const BreakpointController &) = delete;
+
+    void addBreakpoint(const Breakpoint &breakpoint);
+    void clearBreakpoints();
+    std::vector<Breakpoint> breakpoints() const;
+    // Called on a node thread when a pause is published; keep it quick.
+    void setPausedCallback(PausedCallback callback);
+    void setSettleTimeout(std::chrono::milliseconds timeout);
+
+    // Run lifecycle, driven by the trainer.
+    void beginRun(int nodes);
+    std::unique_ptr<net::CollectiveHook> makeHook(int node, const std::atomic<std::int64_t> *step);
+    void nodeFinished(int node);
+    // Release every held node and pause no more in this run (a node failed,
+    // or a watchdog gave up). beginRun() re-arms.
+    void abort();
+
+    // Commands, from any thread.
+    void pauseAtNext();        // pause at the next collective boundary
+    bool isPaused() const;
+    // The first published pause with id > afterId, or nullptr on timeout.
+    std::shared_ptr<const PauseState> waitForPause(std::chrono::milliseconds timeout, std::uint64_t afterId = 0);
+    bool resume(); // run to the next breakpoint; false when not paused
+    bool step();   // run one collective, then pause again (results in the next pause)
+    // Queue an edit of `node`'s held input, applied before the collective
+    // runs. False when the node is not held; std::invalid_argument for NaN
+    // into an integer buffer or an index out of range.
+    bool edit(int node, const TensorEdit &edit);
+    // The results of the collective the last step() released, once every
+    // stepped node has them; nullptr on timeout.
+    std::shared_ptr<const std::vector<TensorSnapshot>> waitForStepResults(std::chrono::milliseconds timeout);
+
+private:
+    class Hook;
+    struct Held;
+    using Lock = std::unique_lock<std::mutex>;
+
+    void before(int node, std::int64_t step, const net::CollectiveInfo &info);
+    void after(int node, std::int64_t step, const net::CollectiveInfo &info);
+    bool matchesAny(const net::CollectiveInfo &info, std::int64_t step, std::string *reason) const;
+    void startPause(const std::string &reason, int hitNode);
+    void hold(Lock &lock, int node, std::int64_t step, const net::CollectiveInfo &info);
+    std::shared_ptr<const PauseState> publishIfReady();
+    void notify(Lock &lock, const std::shared_ptr<const PauseState> &state);
+    void release(bool stepping);
+
+    struct Decision {
+        std::uint64_t pauseId = 0; // 0: run through
+        int arrivals = 0;
+    };
+
+    const SnapshotOptions m_options;
+    mutable std::mutex m_mutex;
+    std::condition_variable m_changed;
+    std::vector<Breakpoint> m_breakpoints;
+    PausedCallback m_callback;
+    std::chrono::milliseconds m_settleTimeout{3000};
+
+    int m_nodes = 0;
+    std::set<int> m_finished;
+    bool m_aborted = false;
+    bool m_pendingPause = false;
+    std::string m_pendingReason;
+    std::map<std::uint64_t, Decision> m_decisions; // collective seq -> decision
+
+    // The current pause.
+    bool m_paused = false;
+    std::uint64_t m_pauseId = 0;
+    std::uint64_t m_generation = 0; // bumped at every release
+    std::string m_reason;
+    int m_hitNode = -1;
+    std::chrono::steady_clock::time_point m_pauseStart;
+    std::vector<Held *> m_held;        // on the held threads' stacks
+    std::shared_ptr<const PauseState> m_published;
+
+    // The last step().
+    std::uint64_t m_stepId = 0;
+    std::size_t m_stepExpected = 0;
+    std::vector<TensorSnapshot> m_stepResults;
+    bool m_resultsInNextPause = false;
+};
+
+} // namespace smol::engine

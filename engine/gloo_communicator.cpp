@@ -1,0 +1,294 @@
+// net::Communicator over c10d's ProcessGroupGloo; what runs for each
+// collective and what it costs is in the header. Every call has one shape:
+//   1. take the sequence number, run the hook (before)
+//   2. wrap the caller's memory in tensors (torch::from_blob: no copy)
+//   3. run the Gloo collective and wait for it on this thread
+//   4. emit one trace event, run the hook (after)
+#include "engine/gloo_communicator.h"
+
+#include "net/trace.h"
+
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/torch.h>
+
+#include <exception>
+#include <stdexcept>
+#include <string>
+
+namespace smol::engine {
+
+struct GlooStore::Impl {
+    c10::intrusive_ptr<c10d::HashStore> store = c10::make_intrusive<c10d::HashStore>();
+};
+
+GlooStore::GlooStore()
+    : m_impl(std::make_unique<Impl>())
+{
+}
+GlooStore::~GlooStore() = default;
+
+struct GlooCommunicator::Group {
+    c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+    bool failed = false; // a collective threw: peers may be gone, skip the farewell barrier
+};
+
+namespace {
+
+at::ScalarType scalarTypeOf(net::DType dtype)
+{
+    switch (dtype) {
+    case net::DType::Float32:
+        return at::kFloat;
+    case net::DType::Float64:
+        return at::kDouble;
+    case net::DType::Int64:
+        return at::kLong;
+    case net::DType::Int32:
+        return at::kInt;
+    case net::DType::UInt8:
+        return at::kByte;
+    }
+    throw std::invalid_argument("gloo backend: unknown dtype");
+}
+
+// (count,) over the caller's memory, no copy.
+at::Tensor tensorOf(const net::TensorView &v)
+{
+    return torch::from_blob(v.data, {std::int64_t(v.count)},
+                            torch::TensorOptions().dtype(scalarTypeOf(v.dtype)));
+}
+
+// Our average divides the sum by N; integer types truncate (reduce_kernels.cpp).
+void divideInPlace(at::Tensor t, int world)
+{
+    if (at::isFloatingType(t.scalar_type()))
+        t.div_(world);
+    else
+        t.div_(world, "trunc");
+}
+
+template <typename Work> void wait(const Work &work)
+{
+    work->wait();
+}
+
+std::string firstLine(const std::string &text)
+{
+    return text.substr(0, text.find('\n'));
+}
+
+} // namespace
+
+GlooCommunicator::GlooCommunicator(GlooStore &store, int rank, int worldSize,
+                                   std::chrono::milliseconds timeout)
+    : Communicator(rank, worldSize)
+    , m_group(std::make_unique<Group>())
+{
+    try {
+        auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+        options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+        m_group->pg =
+            c10::make_intrusive<c10d::ProcessGroupGloo>(store.impl().store, rank, worldSize, options);
+    } catch (const c10::Error &e) {
+        throw std::runtime_error("gloo backend: rank " + std::to_string(rank) +
+                                 " could not join: " + firstLine(e.what_without_backtrace()));
+    }
+}
+
+GlooCommunicator::~GlooCommunicator()
+{
+    // No rank tears down its Gloo pairs while a peer may still be reading from
+    // them; on a failure the peers are not coming, so do not wait for them.
+    if (m_group->failed || std::uncaught_exceptions() > 0)
+        return;
+    try {
+        m_group->pg->barrier()->wait();
+    } catch (const std::exception &) {
+        // Teardown: nothing left to report to.
+    }
+}
+
+template <typename Body> void GlooCommunicator::run(net::CollectiveKind kind, std::uint64_t seq, int peer,
+                                                    net::TensorView buffer, const std::string &name,
+                                                    Body &&body)
+{
+    const net::CollectiveInfo info{kind, seq, name, rank(), worldSize(), peer, buffer};
+    runHook(true, info);
+    net::FrameEvent event;
+    event.src = event.dst = rank();
+    event.bytes = buffer.bytes();
+    event.kind = kind;
+    event.seq = seq;
+    event.sendStartNs = net::monotonicNs();
+    try {
+        body();
+    } catch (const c10::Error &e) {
+        m_group->failed = true;
+        throw std::runtime_error(std::string("gloo ") + net::collectiveName(kind) + " #" +
+                                 std::to_string(seq) + " on rank " + std::to_string(rank()) + ": " +
+                                 firstLine(e.what_without_backtrace()));
+    }
+    event.sendCompleteNs = net::monotonicNs();
+    if (m_sink)
+        m_sink->onFrame(event);
+    runHook(false, info);
+}
+
+void GlooCommunicator::send(int peer, net::TensorView buffer, const std::string &name,
+                            net::CollectiveKind kind)
+{
+    if (peer < 0 || peer >= worldSize() || peer == rank())
+        throw std::invalid_argument("gloo send: rank " + std::to_string(rank()) + " has no peer " +
+                                    std::to_string(peer));
+    const std::uint64_t seq = nextSendSeq(peer);
+    run(kind, seq, peer, buffer, name, [&] {
+        std::vector<at::Tensor> t{tensorOf(buffer)};
+        wait(m_group->pg->send(t, peer, int(seq & 0x7fffffff)));
+    });
+}
+
+void GlooCommunicator::recv(int peer, net::TensorView buffer, const std::string &name,
+                            net::CollectiveKind kind)
+{
+    if (peer < 0 || peer >= worldSize() || peer == rank())
+        throw std::invalid_argument("gloo recv: rank " + std::to_string(rank()) + " has no peer " +
+                                    std::to_string(peer));
+    const std::uint64_t seq = nextRecvSeq(peer);
+    run(kind, seq, peer, buffer, name, [&] {
+        std::vector<at::Tensor> t{tensorOf(buffer)};
+        wait(m_group->pg->recv(t, peer, int(seq & 0x7fffffff)));
+    });
+}
+
+void GlooCommunicator::broadcast(net::TensorView buffer, int root, const std::string &name)
+{
+    run(net::CollectiveKind::Broadcast, nextSeq(), root, buffer, name, [&] {
+        if (buffer.count == 0 || worldSize() == 1)
+            return;
+        std::vector<at::Tensor> t{tensorOf(buffer)};
+        c10d::BroadcastOptions opts;
+        opts.rootRank = root;
+        wait(m_group->pg->broadcast(t, opts));
+    });
+}
+
+void GlooCommunicator::barrier()
+{
+    run(net::CollectiveKind::Barrier, nextSeq(), -1, net::TensorView{}, "barrier",
+        [&] { wait(m_group->pg->barrier()); });
+}
+
+void GlooCommunicator::allReduce(net::TensorView buffer, net::ReduceOp op, const std::string &name)
+{
+    run(net::CollectiveKind::AllReduce, nextSeq(), -1, buffer, name, [&] {
+        if (buffer.count == 0 || worldSize() == 1)
+            return;
+        std::vector<at::Tensor> t{tensorOf(buffer)};
+        wait(m_group->pg->allreduce(t));
+        if (op == net::ReduceOp::Average)
+            divideInPlace(t[0], worldSize());
+    });
+}
+
+void GlooCommunicator::reduceScatter(net::TensorView buffer, net::ReduceOp op, const std::string &name)
+{
+    run(net::CollectiveKind::ReduceScatter, nextSeq(), -1, buffer, name, [&] {
+        if (buffer.count == 0)
+            return;
+        std::vector<at::Tensor> t{tensorOf(buffer)};
+        if (worldSize() > 1)
+            wait(m_group->pg->allreduce(t)); // every chunk summed; ours is the one we keep
+        if (op == net::ReduceOp::Average) {
+            const net::ChunkRange mine = chunk(buffer.count, worldSize(), rank());
+            divideInPlace(t[0].narrow(0, std::int64_t(mine.offset), std::int64_t(mine.count)), worldSize());
+        }
+    });
+}
+
+void GlooCommunicator::allGather(net::TensorView buffer, const std::string &name)
+{
+    run(net::CollectiveKind::AllGather, nextSeq(), -1, buffer, name, [&] {
+        const int N = worldSize();
+        if (buffer.count == 0 || N == 1)
+            return;
+        const at::Tensor full = tensorOf(buffer);
+        const net::ChunkRange mine = chunk(buffer.count, N, rank());
+        const auto part = [&](const at::Tensor &t, int r) {
+            const net::ChunkRange c = chunk(buffer.count, N, r);
+            return t.narrow(0, std::int64_t(c.offset), std::int64_t(c.count));
+        };
+        if (buffer.count % std::size_t(N) == 0) {
+            // Equal chunks: Gloo gathers straight into our buffer.
+            std::vector<at::Tensor> input{part(full, rank())};
+            std::vector<std::vector<at::Tensor>> outputs(1);
+            for (int r = 0; r < N; ++r)
+                outputs[0].push_back(part(full, r));
+            wait(m_group->pg->allgather(outputs, input));
+            return;
+        }
+        // Uneven chunks: every part padded to the largest, (N, padded).
+        const std::int64_t padded = std::int64_t(chunk(buffer.count, N, 0).count);
+        at::Tensor scratch = torch::zeros({N, padded}, full.options());
+        scratch[rank()].narrow(0, 0, std::int64_t(mine.count)).copy_(part(full, rank()));
+        std::vector<at::Tensor> input{scratch[rank()]};
+        std::vector<std::vector<at::Tensor>> outputs(1);
+        for (int r = 0; r < N; ++r)
+            outputs[0].push_back(scratch[r]);
+        wait(m_group->pg->allgather(outputs, input));
+        for (int r = 0; r < N; ++r) {
+            at::Tensor dst = part(full, r);
+            dst.copy_(scratch[r].narrow(0, 0, dst.numel()));
+        }
+    });
+}
+
+void GlooCommunicator::gather(net::TensorView input, net::TensorView output, int root,
+                              const std::string &name)
+{
+    run(net::CollectiveKind::Gather, nextSeq(), root, input, name, [&] {
+        const int N = worldSize();
+        const at::Tensor in = tensorOf(input);
+        if (N == 1) {
+            tensorOf(output).copy_(in);
+            return;
+        }
+        std::vector<at::Tensor> inputs{in};
+        std::vector<std::vector<at::Tensor>> outputs;
+        if (rank() == root) {
+            const at::Tensor out = tensorOf(output);
+            outputs.emplace_back();
+            for (int r = 0; r < N; ++r)
+                outputs[0].push_back(out.narrow(0, std::int64_t(r * input.count), std::int64_t(input.count)));
+        }
+        c10d::GatherOptions opts;
+        opts.rootRank = root;
+        wait(m_group->pg->gather(outputs, inputs, opts));
+    });
+}
+
+void GlooCommunicator::scatter(net::TensorView input, net::TensorView output, int root,
+                               const std::string &name)
+{
+    run(net::CollectiveKind::Scatter, nextSeq(), root, output, name, [&] {
+        const int N = worldSize();
+        const at::Tensor out = tensorOf(output);
+        if (N == 1) {
+            out.copy_(tensorOf(input));
+            return;
+        }
+        std::vector<at::Tensor> outputs{out};
+        std::vector<std::vector<at::Tensor>> inputs;
+        if (rank() == root) {
+            const at::Tensor in = tensorOf(input);
+            inputs.emplace_back();
+            for (int r = 0; r < N; ++r)
+                inputs[0].push_back(in.narrow(0, std::int64_t(r * output.count), std::int64_t(output.count)));
+        }
+        c10d::ScatterOptions opts;
+        opts.rootRank = root;
+        wait(m_group->pg->scatter(outputs, inputs, opts));
+    });
+}
+
+} // namespace smol::engine

@@ -1,0 +1,88 @@
+// `--backend gloo`: a net::Communicator whose collectives run on c10d's
+// ProcessGroupGloo (Debian's LibTorch) instead of our ring over a
+// net::Transport. The strategies cannot tell the difference: same in-place
+// semantics and chunk layout (Communicator::chunk), same sequence numbers,
+// same hook before and after every collective.
+//
+// What Gloo runs, per collective, and its cost next to ours (S = buffer bytes):
+//   allReduce      Gloo allreduce (SUM), then divide for the average.
+//                  Gloo picks its algorithm; a ring sends 2(N-1)/N x S.
+//   reduceScatter  Gloo allreduce, then divide this rank's chunk: the rest of
+//                  the buffer is scratch anyway. ProcessGroupGloo 1.13 has no
+//                  reduce-scatter, so this costs 2(N-1)/N x S instead of our
+//                  ring's (N-1)/N x S: twice the bytes, chosen for exactness
+//                  (uneven chunks need no padding) over speed.
+//   allGather      Gloo allgather of equal parts: with uneven chunks each part
+//                  is padded to the largest (ceil(count/N)) in a scratch
+//                  buffer of N x that, then copied back into our layout.
+//   broadcast, barrier, gather, scatter, send, recv: their Gloo namesakes
+//                  (send/recv tagged with the per-pair sequence number).
+//
+// Tracing: Gloo's frames are invisible to us, so each collective becomes one
+// net::FrameEvent (side Send, src = dst = rank, tag 0, bytes = the caller's
+// buffer size, sendStart/sendComplete = the collective's start and end) to
+// the trace sink. bytes_sent for this backend therefore counts the payload
+// each node handed to collectives, not bytes on the wire.
+//
+// No LibTorch in this header.
+#pragma once
+
+#include "net/communicator.h"
+
+#include <chrono>
+#include <memory>
+
+namespace smol::net {
+class TraceSink;
+}
+
+namespace smol::engine {
+
+// One rendezvous for the ranks of one in-process cluster (a c10d::HashStore).
+class GlooStore {
+public:
+    GlooStore();
+    ~GlooStore();
+    struct Impl;
+    Impl &impl() { return *m_impl; }
+
+private:
+    std::unique_ptr<Impl> m_impl;
+};
+
+class GlooCommunicator : public net::Communicator {
+public:
+    // Blocks until all worldSize ranks have joined through `store` (or the
+    // timeout passes: std::runtime_error). Each rank binds its own device on
+    // 127.0.0.1, as separate processes would.
+    GlooCommunicator(GlooStore &store, int rank, int worldSize,
+                     std::chrono::milliseconds timeout = std::chrono::seconds(30));
+    ~GlooCommunicator() override;
+
+    // One event per collective (not owned; called on the calling thread).
+    void setTraceSink(net::TraceSink *sink) { m_sink = sink; }
+
+    void send(int peer, net::TensorView buffer, const std::string &name = {},
+              net::CollectiveKind kind = net::CollectiveKind::SendRecv) override;
+    void recv(int peer, net::TensorView buffer, const std::string &name = {},
+              net::CollectiveKind kind = net::CollectiveKind::SendRecv) override;
+    void broadcast(net::TensorView buffer, int root, const std::string &name = {}) override;
+    void barrier() override;
+    void reduceScatter(net::TensorView buffer, net::ReduceOp op, const std::string &name = {}) override;
+    void allGather(net::TensorView buffer, const std::string &name = {}) override;
+    void allReduce(net::TensorView buffer, net::ReduceOp op, const std::string &name = {}) override;
+    void gather(net::TensorView input, net::TensorView output, int root,
+                const std::string &name = {}) override;
+    void scatter(net::TensorView input, net::TensorView output, int root,
+                 const std::string &name = {}) override;
+
+private:
+    struct Group;
+    template <typename Body> void run(net::CollectiveKind kind, std::uint64_t seq, int peer,
+                                      net::TensorView buffer, const std::string &name, Body &&body);
+
+    std::unique_ptr<Group> m_group;
+    net::TraceSink *m_sink = nullptr;
+};
+
+} // namespace smol::engine

@@ -1,0 +1,333 @@
+// Breakpoints: the paused tensors equal each node's local gradient bucket
+// (single-node autograd on that node's batch share), and after a step the
+// result equals their mean. Every node pauses at the same collective; edits
+// change the result; bad specs fail in one line. Every wait is bounded and a
+// watchdog aborts the controller, so a broken pause fails instead of hanging.
+#include "engine/breakpoints.h"
+#include "engine/data_source.h"
+#include "engine/model.h"
+#include "engine/train_command.h"
+#include "engine/trainer.h"
+
+#include <QtTest>
+
+#include <cmath>
+#include <future>
+#include <thread>
+
+using namespace smol::engine;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::int64_t kBatch = 24;
+constexpr std::int64_t kBucketBytes = 64 * 1024;
+
+TrainConfig ddpConfig(const std::string &strategy = "ddp", std::int64_t steps = 3)
+{
+    TrainConfig c;
+    c.strategy = strategy;
+    c.nodes = 3;
+    c.steps = steps;
+    c.globalBatch = kBatch;
+    c.seed = 11;
+    c.transport = smol::net::TransportKind::Inproc;
+    c.optimizer.lr = 0.1;
+    c.bucketBytes = kBucketBytes;
+    return c;
+}
+
+// runTraining on its own thread with the controller attached; the
+// destructor aborts the controller (releasing any held node) and joins.
+class Run {
+public:
+    Run(BreakpointController &controller, TrainConfig config) : m_controller(controller)
+    {
+        config.breakpoints = &controller;
+        m_result = std::async(std::launch::async, [config] { return runTraining(config); });
+        m_watchdog = std::thread([this] {
+            std::unique_lock lock(m_mutex);
+            if (!m_done.wait_for(lock, 120s, [this] { return m_finished; }))
+                m_controller.abort(); // the test then fails on a missing pause
+        });
+    }
+    ~Run() { finish(); }
+    bool finish()
+    {
+        m_controller.abort();
+        const bool ok = m_result.valid() && m_result.wait_for(60s) == std::future_status::ready;
+        {
+            std::lock_guard lock(m_mutex);
+            m_finished = true;
+        }
+        m_done.notify_all();
+        if (m_watchdog.joinable())
+            m_watchdog.join();
+        return ok;
+    }
+    TrainSummary summary() { return m_result.get(); }
+
+private:
+    BreakpointController &m_controller;
+    std::future<TrainSummary> m_result;
+    std::thread m_watchdog;
+    std::mutex m_mutex;
+    std::condition_variable m_done;
+    bool m_finished = false;
+};
+
+torch::Tensor tensorOf(const TensorSnapshot &s)
+{
+    return torch::tensor(s.values, torch::kFloat64);
+}
+
+} // namespace
+
+class TestBreakpoints : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void initTestCase() { torch::set_num_threads(1); }
+    void pausedTensorsAreLocalGradients();
+    void everyNodePausesAtTheSameCollective_data();
+    void everyNodePausesAtTheSameCollective();
+    void editsChangeTheResult();
+    void parsesSpecs_data();
+    void parsesSpecs();
+    void rejectsMalformedSpecs_data();
+    void rejectsMalformedSpecs();
+    void snapshotsLargeTensorsAsSummaries();
+};
+
+void TestBreakpoints::pausedTensorsAreLocalGradients()
+{
+    const std::int64_t kStep = 2;
+    BreakpointController controller;
+    controller.addBreakpoint(parseBreakpoint("allreduce@step=2,name=bucket0"));
+    Run run(controller, ddpConfig());
+    const auto pause = controller.waitForPause(60s);
+    QVERIFY2(pause, "no pause within 60 s");
+    QVERIFY(pause->complete);
+    QCOMPARE(int(pause->inputs.size()), 3);
+
+    // The parameters every node holds entering step 2: those of a 2-step ddp
+    // run (deterministic), loaded into a fresh model.
+    const TrainSummary twoSteps = runTraining(ddpConfig("ddp", kStep));
+    auto data = makeFashionMnist(11);
+    ModelConfig mc;
+    mc.seed = 11;
+    for (int r = 0; r < 3; ++r) {
+        const TensorSnapshot &got = pause->inputs[std::size_t(r)];
+        QCOMPARE(got.node, r);
+        QCOMPARE(got.step, kStep);
+        QCOMPARE(got.name, std::string("grads.bucket0"));
+        QCOMPARE(got.kind, smol::net::CollectiveKind::AllReduce);
+        QCOMPARE(std::int64_t(got.values.size()), got.count);
+
+        auto model = makeModel(mc);
+        std::vector<torch::Tensor> params;
+        std::int64_t at = 0;
+        {
+            torch::NoGradGuard noGrad;
+            for (auto &[name, p] : model->namedParameters()) {
+                p.copy_(twoSteps.finalParams.narrow(0, at, p.numel()).view(p.sizes()));
+                at += p.numel();
+                params.push_back(p);
+            }
+        }
+        model->loss(data->trainBatch(kStep, kBatch, r, 3)).backward();
+        std::vector<torch::Tensor> grads;
+        for (auto &p : params)
+            grads.push_back(p.grad().reshape({-1}));
+        // Bucket 0 holds the last parameters (backward's order): the tail.
+        const torch::Tensor flat = torch::cat(grads).to(torch::kFloat64);
+        const torch::Tensor want = flat.narrow(0, flat.numel() - got.count, got.count);
+        const double diff = (tensorOf(got) - want).abs().max().item<double>();
+        QVERIFY2(diff <= 1e-6, qPrintable(QString("node %1: max |paused - local grad| = %2").arg(r).arg(diff)));
+    }
+    // Different batch shares, different gradients.
+    QVERIFY(!torch::allclose(tensorOf(pause->inputs[0]), tensorOf(pause->inputs[1])));
+
+    QVERIFY(controller.step());
+    const auto results = controller.waitForStepResults(30s);
+    QVERIFY2(results, "no step results within 30 s");
+    QCOMPARE(int(results->size()), 3);
+    const torch::Tensor mean =
+        (tensorOf(pause->inputs[0]) + tensorOf(pause->inputs[1]) + tensorOf(pause->inputs[2])) / 3;
+    for (const TensorSnapshot &res : *results) {
+        QVERIFY(!res.before);
+        QCOMPARE(res.seq, pause->inputs[0].seq);
+        const double diff = (tensorOf(res) - mean).abs().max().item<double>();
+        QVERIFY2(diff <= 1e-6, qPrintable(QString("node %1: max |result - mean| = %2").arg(res.node).arg(diff)));
+    }
+    // The step stops everyone again at the next collective, with the results.
+    const auto next = controller.waitForPause(30s, pause->id);
+    QVERIFY(next);
+    QCOMPARE(next->reason, std::string("step"));
+    QCOMPARE(int(next->results.size()), 3);
+    for (const TensorSnapshot &s : next->inputs)
+        QCOMPARE(s.seq, pause->inputs[0].seq + 1);
+    controller.clearBreakpoints();
+    QVERIFY(controller.resume());
+    QVERIFY(run.finish());
+    QVERIFY(std::isfinite(run.summary().finalLoss));
+}
+
+void TestBreakpoints::everyNodePausesAtTheSameCollective_data()
+{
+    QTest::addColumn<QString>("strategy");
+    QTest::addColumn<QString>("spec");
+    QTest::newRow("ddp/next") << "ddp" << "next";
+    QTest::newRow("ddp/allreduce@step=1") << "ddp" << "allreduce@step=1";
+    QTest::newRow("zero3/allgather@step=1") << "zero3" << "allgather@step=1";
+    QTest::newRow("zero2/reducescatter,rank=2") << "zero2" << "reducescatter,rank=2";
+}
+
+void TestBreakpoints::everyNodePausesAtTheSameCollective()
+{
+    QFETCH(QString, strategy);
+    QFETCH(QString, spec);
+    BreakpointController controller;
+    controller.addBreakpoint(parseBreakpoint(spec.toStdString()));
+    Run run(controller, ddpConfig(strategy.toStdString()));
+    std::uint64_t seen = 0;
+    std::uint64_t lastSeq = 0;
+    for (int i = 0; i < 4; ++i) { // the breakpoint's pause, then three single steps
+        const auto pause = controller.waitForPause(60s, seen);
+        QVERIFY2(pause, qPrintable(QString("pause %1 missing").arg(i)));
+        seen = pause->id;
+        QVERIFY(pause->complete);
+        QCOMPARE(int(pause->inputs.size()), 3);
+        for (const TensorSnapshot &s : pause->inputs) {
+            QCOMPARE(s.seq, pause->inputs[0].seq); // none ran ahead
+            QCOMPARE(s.kind, pause->inputs[0].kind);
+            QCOMPARE(s.step, pause->inputs[0].step);
+        }
+        if (i > 0)
+            QCOMPARE(pause->inputs[0].seq, lastSeq + 1);
+        lastSeq = pause->inputs[0].seq;
+        if (i == 0 && spec.contains("step=1"))
+            QCOMPARE(pause->inputs[0].step, std::int64_t(1));
+        QVERIFY(controller.step());
+    }
+    controller.clearBreakpoints();
+    controller.waitForPause(30s, seen);
+    controller.resume();
+    QVERIFY(run.finish());
+    QVERIFY(std::isfinite(run.summary().finalLoss));
+}
+
+void TestBreakpoints::editsChangeTheResult()
+{
+    BreakpointController controller;
+    controller.addBreakpoint(parseBreakpoint("allreduce@step=1,name=bucket0"));
+    Run run(controller, ddpConfig());
+    const auto pause = controller.waitForPause(60s);
+    QVERIFY(pause);
+    QCOMPARE(int(pause->inputs.size()), 3);
+    QVERIFY(controller.edit(1, TensorEdit{TensorEdit::Op::Zero, 1, -1}));
+    QVERIFY(controller.edit(2, TensorEdit{TensorEdit::Op::Scale, 0.5, -1}));
+    QVERIFY(controller.edit(0, TensorEdit{TensorEdit::Op::InjectNaN, 1, 5}));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             controller.edit(0, TensorEdit{TensorEdit::Op::InjectNaN, 1, pause->inputs[0].count}));
+    QVERIFY(!controller.edit(7, TensorEdit{})); // no such node held
+    controller.clearBreakpoints();
+    QVERIFY(controller.step());
+    const auto results = controller.waitForStepResults(30s);
+    QVERIFY(results);
+    QCOMPARE(int(results->size()), 3);
+    torch::Tensor want = (tensorOf(pause->inputs[0]) + 0.5 * tensorOf(pause->inputs[2])) / 3;
+    for (const TensorSnapshot &res : *results) {
+        QVERIFY(res.edited); // every node edited its input
+        const torch::Tensor got = tensorOf(res);
+        QVERIFY2(std::isnan(got[5].item<double>()), "the injected NaN reaches every node");
+        QCOMPARE(res.stats.nanCount, std::int64_t(1));
+        got[5] = 0;
+        want[5] = 0;
+        const double diff = (got - want).abs().max().item<double>();
+        QVERIFY2(diff <= 1e-6, qPrintable(QString("node %1: max |result - edited mean| = %2").arg(res.node).arg(diff)));
+    }
+    controller.waitForPause(30s, pause->id);
+    controller.resume();
+    QVERIFY(run.finish());
+}
+
+void TestBreakpoints::parsesSpecs_data()
+{
+    QTest::addColumn<QString>("spec");
+    QTest::addColumn<int>("kind");
+    QTest::addColumn<qint64>("step");
+    QTest::addColumn<int>("rank");
+    QTest::addColumn<QString>("name");
+    using K = smol::net::CollectiveKind;
+    QTest::newRow("kind") << "allreduce" << int(K::AllReduce) << qint64(-1) << -1 << "";
+    QTest::newRow("step") << "allreduce@step=3" << int(K::AllReduce) << qint64(3) << -1 << "";
+    QTest::newRow("all") << "reduce-scatter@step=0,rank=2,name=fc1" << int(K::ReduceScatter) << qint64(0) << 2
+                         << "fc1";
+    QTest::newRow("no step") << "push,rank=1" << int(K::Push) << qint64(-1) << 1 << "";
+    QTest::newRow("any") << "any,name=bucket3" << int(K::None) << qint64(-1) << -1 << "bucket3";
+}
+
+void TestBreakpoints::parsesSpecs()
+{
+    QFETCH(QString, spec);
+    QFETCH(int, kind);
+    QFETCH(qint64, step);
+    QFETCH(int, rank);
+    QFETCH(QString, name);
+    const Breakpoint b = parseBreakpoint(spec.toStdString());
+    QCOMPARE(int(b.kind), kind);
+    QCOMPARE(b.step, step);
+    QCOMPARE(b.rank, rank);
+    QCOMPARE(QString::fromStdString(b.name), name);
+    QVERIFY(!b.next);
+    QVERIFY(parseBreakpoint("next").next);
+}
+
+void TestBreakpoints::rejectsMalformedSpecs_data()
+{
+    QTest::addColumn<QString>("spec");
+    for (const char *s : {"", "allreduse", "allreduce@", "allreduce@step=x", "allreduce@step=-1", "allreduce@stp=3",
+                          "allreduce@step=3,rank", "allreduce,name=", "next,step=1"})
+        QTest::newRow(*s ? s : "(empty)") << QString(s);
+}
+
+void TestBreakpoints::rejectsMalformedSpecs()
+{
+    QFETCH(QString, spec);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parseBreakpoint(spec.toStdString()));
+    // The CLI: exit code 2, one line on stderr, before training starts.
+    QString outText, errText;
+    QTextStream out(&outText), err(&errText);
+    const int code = runTrainCommand({"--strategy", "ddp", "--nodes", "2", "--steps", "1", "--break", spec}, out, err);
+    err.flush();
+    QCOMPARE(code, 2);
+    QCOMPARE(errText.count('\n'), 1);
+    QVERIFY2(errText.startsWith("smolctl train: "), qPrintable(errText));
+}
+
+void TestBreakpoints::snapshotsLargeTensorsAsSummaries()
+{
+    std::vector<float> v(1000);
+    for (std::size_t i = 0; i < v.size(); ++i)
+        v[i] = float(i);
+    v[10] = std::nanf("");
+    SnapshotOptions small;
+    small.fullLimit = 100;
+    const TensorSnapshot s = takeSnapshot(smol::net::viewOf(v.data(), v.size()), small);
+    QVERIFY(s.values.empty());
+    QCOMPARE(s.count, std::int64_t(1000));
+    QCOMPARE(s.stats.nanCount, std::int64_t(1));
+    QCOMPARE(s.stats.min, 0.0);
+    QCOMPARE(s.stats.max, 999.0);
+    std::int64_t binned = 0;
+    for (auto n : s.histogram)
+        binned += n;
+    QCOMPARE(binned, std::int64_t(999));
+    QCOMPARE(int(s.histogram.size()), 64);
+    QCOMPARE(int(s.downsampled.size()), 256);
+    const TensorSnapshot full = takeSnapshot(smol::net::viewOf(v.data(), v.size()), SnapshotOptions{});
+    QCOMPARE(int(full.values.size()), 1000);
+}
+
+QTEST_GUILESS_MAIN(TestBreakpoints)
+#include "tst_breakpoints.moc"
