@@ -1,163 +1,21 @@
+// BreakpointController: decides where the cluster pauses, holds each node in
+// its Communicator hook, publishes snapshots of the held buffers, and applies
+// the user's resume/step/edit commands. Spec parsing is in breakpoint_spec.cpp,
+// snapshot building in tensor_snapshot.cpp.
 #include "breakpoints.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <stdexcept>
 
 namespace smol::engine {
 
 using Clock = std::chrono::steady_clock;
 
-// ---- breakpoint specs -------------------------------------------------------
-
 namespace {
-
-struct KindName {
-    const char *name;
-    net::CollectiveKind kind;
-};
-
-constexpr KindName kKinds[] = {
-    {"any", net::CollectiveKind::None},
-    {"allreduce", net::CollectiveKind::AllReduce},
-    {"all-reduce", net::CollectiveKind::AllReduce},
-    {"reducescatter", net::CollectiveKind::ReduceScatter},
-    {"reduce-scatter", net::CollectiveKind::ReduceScatter},
-    {"allgather", net::CollectiveKind::AllGather},
-    {"all-gather", net::CollectiveKind::AllGather},
-    {"broadcast", net::CollectiveKind::Broadcast},
-    {"barrier", net::CollectiveKind::Barrier},
-    {"gather", net::CollectiveKind::Gather},
-    {"scatter", net::CollectiveKind::Scatter},
-    {"sendrecv", net::CollectiveKind::SendRecv},
-    {"send", net::CollectiveKind::SendRecv},
-    {"recv", net::CollectiveKind::SendRecv},
-    {"push", net::CollectiveKind::Push},
-    {"pull", net::CollectiveKind::Pull},
-};
-
-std::int64_t parseInt(const std::string &key, const std::string &value, const std::string &spec)
-{
-    std::size_t used = 0;
-    long long n = -1;
-    try {
-        n = std::stoll(value, &used);
-    } catch (const std::exception &) {
-        used = 0;
-    }
-    if (value.empty() || used != value.size() || n < 0)
-        throw std::invalid_argument("bad breakpoint '" + spec + "': " + key + " takes a whole number >= 0, got '" +
-                                    value + "'");
-    return n;
-}
-
-} // namespace
-
-bool isPointToPoint(net::CollectiveKind kind)
-{
-    return kind == net::CollectiveKind::SendRecv || kind == net::CollectiveKind::Push ||
-           kind == net::CollectiveKind::Pull;
-}
-
-Breakpoint parseBreakpoint(const std::string &spec)
-{
-    Breakpoint b;
-    b.text = spec;
-    if (spec == "next") {
-        b.next = true;
-        return b;
-    }
-    const std::size_t cut = spec.find_first_of("@,");
-    const std::string kind = spec.substr(0, cut);
-    const auto it = std::find_if(std::begin(kKinds), std::end(kKinds), [&](const KindName &k) { return kind == k.name; });
-    if (it == std::end(kKinds))
-        throw std::invalid_argument("bad breakpoint '" + spec +
-                                    "': expected KIND[@step=N][,rank=R][,name=SUBSTR] or next, with KIND one of "
-                                    "allreduce, reducescatter, allgather, broadcast, barrier, gather, scatter, "
-                                    "sendrecv, push, pull, any");
-    b.kind = it->kind;
-    std::size_t at = cut;
-    while (at != std::string::npos && at < spec.size()) {
-        const std::size_t end = spec.find(',', at + 1);
-        const std::string item = spec.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
-        const std::size_t eq = item.find('=');
-        const std::string key = item.substr(0, eq);
-        const std::string value = eq == std::string::npos ? std::string() : item.substr(eq + 1);
-        if (eq == std::string::npos)
-            throw std::invalid_argument("bad breakpoint '" + spec + "': expected key=value, got '" + item + "'");
-        if (key == "step")
-            b.step = parseInt(key, value, spec);
-        else if (key == "rank")
-            b.rank = int(std::min<std::int64_t>(parseInt(key, value, spec), std::numeric_limits<int>::max()));
-        else if (key == "name" && !value.empty())
-            b.name = value;
-        else
-            throw std::invalid_argument("bad breakpoint '" + spec + "': unknown condition '" + item +
-                                        "' (step=N, rank=R, name=SUBSTR)");
-        at = end;
-    }
-    return b;
-}
-
-bool Breakpoint::matches(const net::CollectiveInfo &info, std::int64_t atStep) const
-{
-    if (next)
-        return true;
-    if (kind != net::CollectiveKind::None && kind != info.kind)
-        return false;
-    if (step >= 0 && step != atStep)
-        return false;
-    // Every rank enters the same collective, so the rank condition picks
-    // among point-to-point calls only.
-    if (rank >= 0 && isPointToPoint(info.kind) && rank != info.rank)
-        return false;
-    return name.empty() || info.name.find(name) != std::string::npos;
-}
-
-// ---- snapshots --------------------------------------------------------------
-
-namespace {
-
-double elementAt(const net::TensorView &v, std::size_t i)
-{
-    switch (v.dtype) {
-    case net::DType::Float32: return double(static_cast<const float *>(v.data)[i]);
-    case net::DType::Float64: return static_cast<const double *>(v.data)[i];
-    case net::DType::Int64: return double(static_cast<const std::int64_t *>(v.data)[i]);
-    case net::DType::Int32: return double(static_cast<const std::int32_t *>(v.data)[i]);
-    case net::DType::UInt8: return double(static_cast<const std::uint8_t *>(v.data)[i]);
-    }
-    return 0;
-}
-
-void setElement(const net::TensorView &v, std::size_t i, double x)
-{
-    switch (v.dtype) {
-    case net::DType::Float32: static_cast<float *>(v.data)[i] = float(x); break;
-    case net::DType::Float64: static_cast<double *>(v.data)[i] = x; break;
-    case net::DType::Int64: static_cast<std::int64_t *>(v.data)[i] = std::int64_t(x); break;
-    case net::DType::Int32: static_cast<std::int32_t *>(v.data)[i] = std::int32_t(x); break;
-    case net::DType::UInt8: static_cast<std::uint8_t *>(v.data)[i] = std::uint8_t(x); break;
-    }
-}
 
 bool isFloat(net::DType d)
 {
     return d == net::DType::Float32 || d == net::DType::Float64;
-}
-
-void applyEdit(const net::TensorView &v, const TensorEdit &e)
-{
-    if (e.op == TensorEdit::Op::InjectNaN && e.index >= 0) {
-        setElement(v, std::size_t(e.index), std::nan(""));
-        return;
-    }
-    const double nan = std::nan("");
-    for (std::size_t i = 0; i < v.count; ++i)
-        setElement(v, i, e.op == TensorEdit::Op::Scale ? elementAt(v, i) * e.factor
-                         : e.op == TensorEdit::Op::Zero ? 0.0
-                                                        : nan);
 }
 
 // Which thread's collective a step() released: its after() reports the result.
@@ -169,69 +27,6 @@ struct StepTicket {
 thread_local StepTicket t_ticket;
 
 } // namespace
-
-TensorSnapshot takeSnapshot(const net::TensorView &v, const SnapshotOptions &options)
-{
-    TensorSnapshot s;
-    s.dtype = v.dtype;
-    s.count = std::int64_t(v.count);
-    if (v.shape.ndim == 0)
-        s.shape = {s.count};
-    for (int i = 0; i < v.shape.ndim; ++i)
-        s.shape.push_back(v.shape.dims[std::size_t(i)]);
-    if (v.count == 0 || !v.data)
-        return s;
-    const bool full = s.count <= options.fullLimit;
-    if (full)
-        s.values.resize(v.count);
-    double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0, sq = 0;
-    std::int64_t finite = 0;
-    for (std::size_t i = 0; i < v.count; ++i) {
-        const double x = elementAt(v, i);
-        if (full)
-            s.values[i] = x;
-        if (std::isnan(x)) {
-            ++s.stats.nanCount;
-        } else if (std::isinf(x)) {
-            ++s.stats.infCount;
-        } else {
-            lo = std::min(lo, x);
-            hi = std::max(hi, x);
-            sum += x;
-            sq += x * x;
-            ++finite;
-        }
-    }
-    if (finite > 0) {
-        s.stats.min = lo;
-        s.stats.max = hi;
-        s.stats.mean = sum / double(finite);
-        s.stats.std = std::sqrt(std::max(0.0, sq / double(finite) - s.stats.mean * s.stats.mean));
-        s.stats.l2 = std::sqrt(sq);
-        s.histogramMin = lo;
-        s.histogramMax = hi;
-    }
-    const int bins = std::max(1, options.histogramBins);
-    s.histogram.assign(std::size_t(bins), 0);
-    const double width = (hi - lo) / bins;
-    const std::size_t points = std::min<std::size_t>(v.count, std::size_t(std::max(1, options.downsampledPoints)));
-    s.downsampled.assign(points, 0);
-    for (std::size_t p = 0; p < points; ++p) {
-        // Run p covers elements [p * count / points, (p + 1) * count / points).
-        const std::size_t b = p * v.count / points, e = (p + 1) * v.count / points;
-        double acc = 0;
-        for (std::size_t i = b; i < e; ++i) {
-            const double x = elementAt(v, i);
-            acc += x;
-            if (std::isfinite(x)) {
-                const int bin = width > 0 ? std::min(bins - 1, int((x - lo) / width)) : 0;
-                ++s.histogram[std::size_t(bin)];
-            }
-        }
-        s.downsampled[p] = acc / double(e - b);
-    }
-    return s;
-}
 
 // ---- the hook ---------------------------------------------------------------
 

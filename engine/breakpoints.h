@@ -21,6 +21,9 @@
 // them over the network; commands are thread-safe and never block for long.
 #pragma once
 
+#include "breakpoint_spec.h"
+#include "tensor_snapshot.h"
+
 #include "net/communicator.h"
 
 #include <atomic>
@@ -37,58 +40,6 @@
 
 namespace smol::engine {
 
-// KIND[@step=N][,rank=R][,name=SUBSTR] or "next". KIND: allreduce,
-// reducescatter, allgather, broadcast, barrier, gather, scatter, sendrecv
-// (also send, recv), push, pull, any.
-struct Breakpoint {
-    bool next = false;                                    // the next collective any node enters
-    net::CollectiveKind kind = net::CollectiveKind::None; // None: any kind
-    std::int64_t step = -1;                               // -1: any step
-    int rank = -1;                                        // -1: any rank (point-to-point kinds only)
-    std::string name;                                     // substring of CollectiveInfo::name
-    std::string text;                                     // the spec as given
-
-    bool matches(const net::CollectiveInfo &info, std::int64_t step) const;
-};
-
-// Throws std::invalid_argument with a one-line reason.
-Breakpoint parseBreakpoint(const std::string &spec);
-bool isPointToPoint(net::CollectiveKind kind);
-
-struct TensorStats {
-    double min = 0, max = 0, mean = 0, std = 0, l2 = 0; // over the finite elements
-    std::int64_t nanCount = 0;
-    std::int64_t infCount = 0;
-};
-
-// One node's buffer at a collective boundary.
-struct TensorSnapshot {
-    int node = -1;
-    std::int64_t step = 0;
-    net::CollectiveKind kind = net::CollectiveKind::None;
-    std::uint64_t seq = 0;
-    std::string name;
-    int peer = -1;
-    bool before = true; // the input entering the collective; false: its result
-    bool edited = false; // result of a collective whose input the user edited on this node
-    net::DType dtype = net::DType::Float32;
-    std::vector<std::int64_t> shape;
-    std::int64_t count = 0;
-    std::vector<double> values; // every element when count <= fullLimit, else empty
-    TensorStats stats;
-    double histogramMin = 0, histogramMax = 0; // bins split [min, max] of the finite elements
-    std::vector<std::int64_t> histogram;
-    std::vector<double> downsampled; // mean of each of up to N equal runs of elements
-};
-
-struct SnapshotOptions {
-    std::int64_t fullLimit = 1 << 20;
-    int histogramBins = 64;
-    int downsampledPoints = 256;
-};
-
-TensorSnapshot takeSnapshot(const net::TensorView &buffer, const SnapshotOptions &options);
-
 // The cluster, held. Published once every running node has joined, or after
 // the settle timeout with those that did (complete = false: a node is stuck
 // elsewhere, e.g. in a point-to-point receive).
@@ -99,13 +50,6 @@ struct PauseState {
     bool complete = false;
     std::vector<TensorSnapshot> inputs;  // per held node (thread), node order
     std::vector<TensorSnapshot> results; // after a step(): the stepped collective's results
-};
-
-struct TensorEdit {
-    enum class Op { Scale, Zero, InjectNaN };
-    Op op = Op::Scale;
-    double factor = 1;       // Scale
-    std::int64_t index = -1; // InjectNaN: this element; -1: every element
 };
 
 class BreakpointController {

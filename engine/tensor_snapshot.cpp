@@ -1,0 +1,114 @@
+// Builds TensorSnapshots (stats, histogram, downsampled curve) from collective
+// buffers, and applies TensorEdits to them in place.
+#include "tensor_snapshot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace smol::engine {
+
+namespace {
+
+double elementAt(const net::TensorView &v, std::size_t i)
+{
+    switch (v.dtype) {
+    case net::DType::Float32: return double(static_cast<const float *>(v.data)[i]);
+    case net::DType::Float64: return static_cast<const double *>(v.data)[i];
+    case net::DType::Int64: return double(static_cast<const std::int64_t *>(v.data)[i]);
+    case net::DType::Int32: return double(static_cast<const std::int32_t *>(v.data)[i]);
+    case net::DType::UInt8: return double(static_cast<const std::uint8_t *>(v.data)[i]);
+    }
+    return 0;
+}
+
+void setElement(const net::TensorView &v, std::size_t i, double x)
+{
+    switch (v.dtype) {
+    case net::DType::Float32: static_cast<float *>(v.data)[i] = float(x); break;
+    case net::DType::Float64: static_cast<double *>(v.data)[i] = x; break;
+    case net::DType::Int64: static_cast<std::int64_t *>(v.data)[i] = std::int64_t(x); break;
+    case net::DType::Int32: static_cast<std::int32_t *>(v.data)[i] = std::int32_t(x); break;
+    case net::DType::UInt8: static_cast<std::uint8_t *>(v.data)[i] = std::uint8_t(x); break;
+    }
+}
+
+} // namespace
+
+void applyEdit(const net::TensorView &v, const TensorEdit &e)
+{
+    if (e.op == TensorEdit::Op::InjectNaN && e.index >= 0) {
+        setElement(v, std::size_t(e.index), std::nan(""));
+        return;
+    }
+    const double nan = std::nan("");
+    for (std::size_t i = 0; i < v.count; ++i)
+        setElement(v, i, e.op == TensorEdit::Op::Scale ? elementAt(v, i) * e.factor
+                         : e.op == TensorEdit::Op::Zero ? 0.0
+                                                        : nan);
+}
+
+TensorSnapshot takeSnapshot(const net::TensorView &v, const SnapshotOptions &options)
+{
+    TensorSnapshot s;
+    s.dtype = v.dtype;
+    s.count = std::int64_t(v.count);
+    if (v.shape.ndim == 0)
+        s.shape = {s.count};
+    for (int i = 0; i < v.shape.ndim; ++i)
+        s.shape.push_back(v.shape.dims[std::size_t(i)]);
+    if (v.count == 0 || !v.data)
+        return s;
+    const bool full = s.count <= options.fullLimit;
+    if (full)
+        s.values.resize(v.count);
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0, sq = 0;
+    std::int64_t finite = 0;
+    for (std::size_t i = 0; i < v.count; ++i) {
+        const double x = elementAt(v, i);
+        if (full)
+            s.values[i] = x;
+        if (std::isnan(x)) {
+            ++s.stats.nanCount;
+        } else if (std::isinf(x)) {
+            ++s.stats.infCount;
+        } else {
+            lo = std::min(lo, x);
+            hi = std::max(hi, x);
+            sum += x;
+            sq += x * x;
+            ++finite;
+        }
+    }
+    if (finite > 0) {
+        s.stats.min = lo;
+        s.stats.max = hi;
+        s.stats.mean = sum / double(finite);
+        s.stats.std = std::sqrt(std::max(0.0, sq / double(finite) - s.stats.mean * s.stats.mean));
+        s.stats.l2 = std::sqrt(sq);
+        s.histogramMin = lo;
+        s.histogramMax = hi;
+    }
+    const int bins = std::max(1, options.histogramBins);
+    s.histogram.assign(std::size_t(bins), 0);
+    const double width = (hi - lo) / bins;
+    const std::size_t points = std::min<std::size_t>(v.count, std::size_t(std::max(1, options.downsampledPoints)));
+    s.downsampled.assign(points, 0);
+    for (std::size_t p = 0; p < points; ++p) {
+        // Run p covers elements [p * count / points, (p + 1) * count / points).
+        const std::size_t b = p * v.count / points, e = (p + 1) * v.count / points;
+        double acc = 0;
+        for (std::size_t i = b; i < e; ++i) {
+            const double x = elementAt(v, i);
+            acc += x;
+            if (std::isfinite(x)) {
+                const int bin = width > 0 ? std::min(bins - 1, int((x - lo) / width)) : 0;
+                ++s.histogram[std::size_t(bin)];
+            }
+        }
+        s.downsampled[p] = acc / double(e - b);
+    }
+    return s;
+}
+
+} // namespace smol::engine

@@ -1,0 +1,61 @@
+// A plain-data picture of one collective buffer (net::TensorView): shape,
+// values (when small), stats over the finite elements, a histogram and a
+// downsampled curve; and in-place edits (scale, zero, inject NaN) of such a
+// buffer. No LibTorch, so breakpoints.h stays free of it.
+#pragma once
+
+#include "net/tensor_view.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace smol::engine {
+
+struct TensorStats {
+    double min = 0, max = 0, mean = 0, std = 0, l2 = 0; // over the finite elements
+    std::int64_t nanCount = 0;
+    std::int64_t infCount = 0;
+};
+
+// One node's buffer at a collective boundary.
+struct TensorSnapshot {
+    int node = -1;
+    std::int64_t step = 0;
+    net::CollectiveKind kind = net::CollectiveKind::None;
+    std::uint64_t seq = 0;
+    std::string name;
+    int peer = -1;
+    bool before = true; // the input entering the collective; false: its result
+    bool edited = false; // result of a collective whose input the user edited on this node
+    net::DType dtype = net::DType::Float32;
+    std::vector<std::int64_t> shape;
+    std::int64_t count = 0;
+    std::vector<double> values; // every element when count <= fullLimit, else empty
+    TensorStats stats;
+    double histogramMin = 0, histogramMax = 0; // bins split [min, max] of the finite elements
+    std::vector<std::int64_t> histogram;
+    std::vector<double> downsampled; // mean of each of up to N equal runs of elements
+};
+
+struct SnapshotOptions {
+    std::int64_t fullLimit = 1 << 20;
+    int histogramBins = 64;
+    int downsampledPoints = 256;
+};
+
+TensorSnapshot takeSnapshot(const net::TensorView &buffer, const SnapshotOptions &options);
+
+// An in-place change to a held buffer, queued by BreakpointController::edit().
+struct TensorEdit {
+    enum class Op { Scale, Zero, InjectNaN };
+    Op op = Op::Scale;
+    double factor = 1;       // Scale
+    std::int64_t index = -1; // InjectNaN: this element; -1: every element
+};
+
+// Apply `edit` to every element of `buffer` in place (or, for InjectNaN with
+// index >= 0, to that element only; the caller checks the index).
+void applyEdit(const net::TensorView &buffer, const TensorEdit &edit);
+
+} // namespace smol::engine
