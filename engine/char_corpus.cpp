@@ -86,16 +86,7 @@ public:
 
     Batch trainBatch(std::int64_t step, std::int64_t globalBatch, int rank, int nodes) const override
     {
-        if (step < 0)
-            throw std::invalid_argument("step " + std::to_string(step) + " is negative");
-        if (globalBatch <= 0 || nodes <= 0 || rank < 0 || rank >= nodes)
-            throw std::invalid_argument("bad batch split: global batch " + std::to_string(globalBatch) +
-                                        ", rank " + std::to_string(rank) + " of " + std::to_string(nodes) +
-                                        " nodes");
-        if (globalBatch % nodes != 0)
-            throw std::invalid_argument("global batch " + std::to_string(globalBatch) +
-                                        " is not divisible by the " + std::to_string(nodes) + " nodes");
-        const std::int64_t rows = globalBatch / nodes;
+        const std::int64_t rows = rowsPerNode(step, globalBatch, rank, nodes);
         const std::int64_t first = rank * rows;
         // Offsets o with o + blockSize + 1 <= m_trainEnd.
         const auto offsets = std::uint64_t(m_trainEnd - m_blockSize);

@@ -60,4 +60,8 @@ std::shared_ptr<DataSource> makeCharCorpus(std::uint64_t seed, std::int64_t bloc
 // that every Debian system has, from base-files.
 std::string defaultCorpusPath();
 
+// Validates a trainBatch() request and returns globalBatch / nodes; throws
+// std::invalid_argument with a one-line reason. Shared by the data sources.
+std::int64_t rowsPerNode(std::int64_t step, std::int64_t globalBatch, int rank, int nodes);
+
 } // namespace smol::engine
