@@ -1,10 +1,10 @@
 // smolctl: the headless command line. Wiring only: parse the command, hand
 // the rest of the arguments to the engine, return its exit code.
 //
-// Today `smolctl train` and `smolctl bench allreduce|train` exist; the other
-// commands in ARCHITECTURE.md (node, info, export) are not written yet and say
-// so instead of pretending.
+// Today `smolctl train`, `smolctl node` and `smolctl bench allreduce|train`
+// exist; info and export are not written yet and say so instead of pretending.
 #include "engine/allreduce_bench.h"
+#include "engine/cluster/cluster_commands.h"
 #include "engine/train_bench.h"
 #include "engine/train_command.h"
 
@@ -20,7 +20,10 @@ const char kUsage[] = R"(Usage: smolctl COMMAND [OPTIONS]
 
 Commands:
   train             train a model on an in-process cluster (nodes as threads,
-                    real TCP over loopback); see `smolctl train --help`
+                    real TCP over loopback), or coordinate a cluster of node
+                    processes (--listen); see `smolctl train --help`
+  node              join a cluster as a node: `smolctl node --join HOST:PORT
+                    --token T`; see `smolctl node --help`
   bench allreduce   time our TCP ring all-reduce (and optionally c10d Gloo's)
                     over loopback, ranks as threads; see `smolctl bench --help`
   bench train       samples/s of single vs ddp on 2 nodes, and the cost of an
@@ -30,7 +33,7 @@ Options:
   -h, --help        show this help
   --version         print the version
 
-Not implemented yet: node, info, export, and bench session|timeline.
+Not implemented yet: info, export, and bench session|timeline.
 )";
 
 const char kBenchUsage[] = R"(Usage: smolctl bench allreduce [OPTIONS]
@@ -122,10 +125,12 @@ int main(int argc, char **argv)
         return runBench(args.mid(1), out, err);
     if (command == QLatin1String("train"))
         return smol::engine::runTrainCommand(args.mid(1), out, err);
-    for (const char *planned : {"node", "info", "export"}) {
+    if (command == QLatin1String("node"))
+        return smol::engine::runNodeCommand(args.mid(1), out, err);
+    for (const char *planned : {"info", "export"}) {
         if (command == QLatin1String(planned))
             return fail(err,
-                        QStringLiteral("'%1' is not implemented yet (today: train, bench allreduce)").arg(command));
+                        QStringLiteral("'%1' is not implemented yet (today: train, node, bench)").arg(command));
     }
     return fail(err, QStringLiteral("unknown command '%1' (try `smolctl --help`)").arg(command));
 }

@@ -65,6 +65,7 @@ struct AsyncStats {
     std::vector<std::int64_t> discarded;  // pushes that arrived after the last update
     std::vector<std::int64_t> waits;      // times the bound made a node wait for fresh weights
     std::vector<std::int64_t> joinedAt;   // server version at a node's first pull (-1: never)
+    std::vector<std::int64_t> lost;       // 1: the node's connection was lost mid-run
     std::vector<std::int64_t> stalenessHistogram; // [s] = applied pushes with staleness s
 };
 

@@ -7,6 +7,7 @@
 #include "train_command.h"
 
 #include "break_console.h"
+#include "cluster/cluster_commands.h"
 #include "data_source.h"
 #include "trainer.h"
 
@@ -15,6 +16,7 @@
 #include <QJsonObject>
 #include <QRegularExpression>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
@@ -162,6 +164,7 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
     bool lrGiven = false;
     std::vector<Breakpoint> breaks;
     double breakHold = -1; // -1: until a line on stdin
+    ClusterCliOptions cluster;
     auto bad = [&](const QString &why) {
         err << "smolctl train: " << why << "\n";
         err.flush();
@@ -174,8 +177,16 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
             continue;
         }
         if (a == "-h" || a == "--help") {
-            out << kTrainUsage;
+            out << kTrainUsage << kClusterTrainUsage;
             return 0;
+        }
+        {
+            QString error;
+            if (parseClusterOption(args, i, cluster, error)) {
+                if (!error.isEmpty())
+                    return bad(error);
+                continue;
+            }
         }
         if (i + 1 >= args.size())
             return bad("'" + a + "' is unknown or needs a value (see smolctl train --help)");
@@ -264,7 +275,7 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
         } else if (a == "--break-hold") {
             breakHold = v.toDouble(&ok);
             ok = ok && std::isfinite(breakHold) && breakHold >= 0;
-        } else if (a == "--record" || a == "--listen") {
+        } else if (a == "--record") {
             return bad(a + " is not available yet");
         } else {
             return bad("unknown option '" + a + "' (see smolctl train --help)");
@@ -287,9 +298,11 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
         c.breakpoints = &breakpoints;
         console.start();
     }
+    if (cluster.enabled && !breaks.empty())
+        return bad("--break pauses nodes of one process; it does not combine with the cluster options yet");
     TrainSummary s;
     try {
-        s = runTraining(c, &progress);
+        s = cluster.enabled ? runClusterTraining(c, cluster, &progress, err) : runTraining(c, &progress);
     } catch (const std::invalid_argument &e) {
         return bad(e.what());
     } catch (const std::exception &e) {
@@ -329,6 +342,12 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
         }
         for (const auto &[key, value] : s.extra)
             o.insert(QString::fromStdString(key), value);
+        if (!s.lostRanks.empty()) {
+            QJsonArray lost;
+            for (int r : s.lostRanks)
+                lost.append(r);
+            o.insert("lost_ranks", lost);
+        }
         printJson(out, o);
         return 0;
     }
@@ -337,9 +356,15 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
     if (s.testAccuracy >= 0)
         out << ", test accuracy " << QString::number(100 * s.testAccuracy, 'f', 1) << "%";
     out << ", " << QString::number(s.samplesPerS, 'f', 0) << " samples/s\n";
+    if (s.extra.count("reforms") && s.extra.at("reforms") > 0)
+        out << "cluster re-formed " << s.extra.at("reforms") << " time(s) after losing nodes\n";
     out << "parameters: " << s.paramCount << ", checksum " << QString::number(s.paramChecksum, 'g', 10) << ", L2 "
         << QString::number(s.paramL2, 'g', 10) << "\n";
     for (int r = 0; r < s.nodes; ++r) {
+        if (std::find(s.lostRanks.begin(), s.lostRanks.end(), r) != s.lostRanks.end()) {
+            out << "node " << r << ": lost mid-run\n";
+            continue;
+        }
         const NodeMemory &m = s.memoryPerNode[std::size_t(r)];
         out << "node " << r << ": sent " << s.bytesSentPerNode[std::size_t(r)] << " B; memory params " << m.params
             << " grads " << m.grads << " optimizer " << m.optimizer << " activations " << m.activations << " comm "
@@ -351,7 +376,9 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
         for (int r = 1; r < s.nodes; ++r)
             out << "worker " << r << ": " << s.async.pushes[std::size_t(r)] << " pushes applied, "
                 << s.async.waits[std::size_t(r)] << " waits for the bound, " << s.async.discarded[std::size_t(r)]
-                << " discarded at the end\n";
+                << " discarded at the end"
+                << (std::size_t(r) < s.async.lost.size() && s.async.lost[std::size_t(r)] ? " (lost mid-run)" : "")
+                << "\n";
     }
     const auto bubble = s.extra.find("bubble_fraction");
     const auto formula = s.extra.find("bubble_fraction_formula");

@@ -187,7 +187,9 @@ NodeMemory snapshot(int node, const Strategy &strategy)
     return m;
 }
 
-void validate(const TrainConfig &c)
+} // namespace
+
+void validateConfig(const TrainConfig &c)
 {
     const auto names = strategyNames();
     if (std::find(names.begin(), names.end(), c.strategy) == names.end())
@@ -218,24 +220,99 @@ void validate(const TrainConfig &c)
         throw std::invalid_argument("--link shapes our transport's links; --backend gloo does not use them");
 }
 
+std::shared_ptr<const DataSource> loadTrainingData(TrainConfig &config)
+{
+    if (config.model.kind == "gpt") {
+        auto data = makeCharCorpus(config.seed, config.model.blockSize, config.corpus);
+        config.model.vocabSize = data->vocabSize();
+        return data;
+    }
+    return makeFashionMnist(config.seed);
+}
+
+namespace {
+
+void loadParams(TrainModel &model, const torch::Tensor &flat)
+{
+    torch::NoGradGuard noGrad;
+    std::int64_t at = 0;
+    for (auto &[name, p] : model.namedParameters()) {
+        if (at + p.numel() > flat.numel())
+            throw std::invalid_argument("the checkpoint holds " + std::to_string(flat.numel()) +
+                                        " parameters, fewer than this model has");
+        p.copy_(flat.narrow(0, at, p.numel()).view(p.sizes()));
+        at += p.numel();
+    }
+    if (at != flat.numel())
+        throw std::invalid_argument("the checkpoint holds " + std::to_string(flat.numel()) +
+                                    " parameters, this model has " + std::to_string(at));
+}
+
 } // namespace
+
+double testAccuracyOf(const TrainConfig &config, const DataSource &data, const torch::Tensor &params)
+{
+    if (config.model.kind == "gpt")
+        return -1;
+    std::unique_ptr<TrainModel> eval = makeModel(config.model);
+    loadParams(*eval, params);
+    torch::NoGradGuard noGrad;
+    return eval->accuracy(data.testSet());
+}
+
+NodeResult runNode(const TrainConfig &config, const NodeRun &run)
+{
+    const int rank = run.rank;
+    memory::NodeScope scope(run.memorySlot);
+    const NodeBehaviour behaviour = settingsOf(config, rank).behaviour;
+    std::unique_ptr<TrainModel> model = makeModel(config.model);
+    if (run.initialParams.defined())
+        loadParams(*model, run.initialParams);
+    std::unique_ptr<Strategy> strategy = makeStrategy(config.strategy);
+    NodeContext ctx = settingsOf(config, rank);
+    ctx.comm = run.comm;
+    ctx.data = run.data;
+    ctx.model = model.get();
+    strategy->setup(ctx);
+    NodeResult result;
+    const auto t0 = Clock::now();
+    for (std::int64_t k = run.firstStep; k < config.steps; ++k) {
+        if (run.currentStep)
+            *run.currentStep = k;
+        const std::int64_t cpu0 = threadCpuNs();
+        const double loss = strategy->step(k);
+        if (!strategy->isAsynchronous()) // edp stretches its own compute (stretchCompute)
+            slowDown(behaviour.slowdown, threadCpuNs() - cpu0);
+        NodeMemory mem = snapshot(run.memorySlot, *strategy);
+        result.memory = mem;
+        if (run.onStep)
+            run.onStep(k, loss, mem);
+        if (strategy->finished())
+            break; // asynchronous strategies: left, or told to stop
+        if (run.checkpointEvery > 0 && !strategy->isAsynchronous() && (k + 1) % run.checkpointEvery == 0 &&
+            k + 1 < config.steps) {
+            const torch::Tensor full = strategy->fullParameters();
+            if (run.onCheckpoint)
+                run.onCheckpoint(k + 1, full);
+        }
+    }
+    result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    result.finalParams = strategy->fullParameters();
+    result.async = strategy->asyncStats();
+    result.stats = strategy->stats();
+    return result;
+}
 
 TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
 {
-    validate(configIn);
+    validateConfig(configIn);
     TrainConfig config = configIn;
     config.model.seed = config.seed;
     memory::install();
     torch::set_num_threads(1); // one LibTorch thread per node: allocations stay on the node's thread
     limitBlasToOneThread();
 
-    std::shared_ptr<const DataSource> data;
-    if (config.model.kind == "gpt") {
-        data = makeCharCorpus(config.seed, config.model.blockSize, config.corpus);
-        config.model.vocabSize = data->vocabSize();
-    } else {
-        data = makeFashionMnist(config.seed);
-    }
+    const std::shared_ptr<const DataSource> data = loadTrainingData(config);
     const std::unique_ptr<Strategy> kind = makeStrategy(config.strategy);
     const int workers = kind->batchShares(config.nodes);
     if (workers < 1)
@@ -282,7 +359,6 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
                 const NodeBehaviour behaviour = settingsOf(config, rank).behaviour;
                 if (behaviour.joinAfterMs > 0)
                     std::this_thread::sleep_for(std::chrono::milliseconds(behaviour.joinAfterMs));
-                std::unique_ptr<TrainModel> model = makeModel(config.model);
                 std::atomic<std::int64_t> currentStep{0};
                 std::unique_ptr<net::Communicator> comm;
                 std::unique_ptr<MemoryHook> hook;
@@ -308,32 +384,24 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
                     if (!hooks.empty())
                         comm->setHook(&hooks);
                 }
-                std::unique_ptr<Strategy> strategy = makeStrategy(config.strategy);
-                NodeContext ctx = settingsOf(config, rank);
-                ctx.comm = comm.get();
-                ctx.data = data;
-                ctx.model = model.get();
-                strategy->setup(ctx);
-                const auto t0 = Clock::now();
-                for (std::int64_t k = 0; k < config.steps; ++k) {
-                    currentStep = k;
-                    const std::int64_t cpu0 = threadCpuNs();
-                    const double loss = strategy->step(k);
-                    if (!strategy->isAsynchronous()) // edp stretches its own compute (stretchCompute)
-                        slowDown(behaviour.slowdown, threadCpuNs() - cpu0);
-                    board.report(rank, k, loss, snapshot(rank, *strategy));
-                    if (strategy->finished())
-                        break; // asynchronous strategies: left, or told to stop
-                }
-                nodeSeconds[std::size_t(rank)] = std::chrono::duration<double>(Clock::now() - t0).count();
-                torch::Tensor full = strategy->fullParameters();
+                NodeRun run;
+                run.rank = rank;
+                run.memorySlot = rank;
+                run.comm = comm.get();
+                run.data = data;
+                run.currentStep = &currentStep;
+                run.onStep = [&, rank](std::int64_t k, double loss, const NodeMemory &mem) {
+                    board.report(rank, k, loss, mem);
+                };
+                NodeResult result = runNode(config, run);
+                nodeSeconds[std::size_t(rank)] = result.seconds;
                 if (rank == 0) {
-                    finalParams = full;
-                    asyncStats = strategy->asyncStats();
+                    finalParams = result.finalParams;
+                    asyncStats = result.async;
                 }
                 {
                     std::lock_guard lock(errorMutex);
-                    for (const auto &[key, value] : strategy->stats())
+                    for (const auto &[key, value] : result.stats)
                         stats[key].push_back(value);
                 }
                 if (config.breakpoints)
@@ -380,16 +448,7 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
         s.peakBytesPerNode.push_back(memory::usage(r).peak);
     }
     // Test accuracy on a fresh replica loaded with the final parameters.
-    if (config.model.kind != "gpt") {
-        std::unique_ptr<TrainModel> eval = makeModel(config.model);
-        torch::NoGradGuard noGrad;
-        std::int64_t at = 0;
-        for (auto &[name, p] : eval->namedParameters()) {
-            p.copy_(finalParams.narrow(0, at, p.numel()).view(p.sizes()));
-            at += p.numel();
-        }
-        s.testAccuracy = eval->accuracy(data->testSet());
-    }
+    s.testAccuracy = testAccuracyOf(config, *data, finalParams);
     return s;
 }
 

@@ -16,7 +16,9 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -123,6 +125,7 @@ struct TrainSummary {
     std::vector<double> lossCurve;
     torch::Tensor finalParams; // flat, namedParameters() order
     AsyncStats async;          // asynchronous strategies (edp): what the server did
+    std::vector<int> lostRanks; // cluster runs: ranks of the last epoch lost mid-run (edp trains on)
     // Figures a strategy measured (Strategy::stats()), each the mean over the
     // nodes; pipeline: "bubble_fraction" and "bubble_fraction_formula".
     std::map<std::string, double> extra;
@@ -131,5 +134,43 @@ struct TrainSummary {
 // Throws std::invalid_argument for a bad config (one line), DataError for
 // missing data, std::runtime_error naming the node for a failure mid-run.
 TrainSummary runTraining(const TrainConfig &config, TrainObserver *observer = nullptr);
+
+// Checks a config the way runTraining() does (std::invalid_argument, one
+// line), without data: strategy, sizes, links, backend.
+void validateConfig(const TrainConfig &config);
+
+// One node's part of a run: what runTraining()'s node threads and the
+// cluster runtime's nodes (engine/cluster/) both execute, so an embedded
+// node and a `smolctl node` process run the same code.
+struct NodeRun {
+    int rank = 0;
+    int memorySlot = 0;                // memory_tracker node id the allocations are charged to
+    net::Communicator *comm = nullptr; // null for a 1-node world
+    std::shared_ptr<const DataSource> data;
+    std::atomic<std::int64_t> *currentStep = nullptr; // optional: set before each step
+    std::int64_t firstStep = 0;        // resume: the step to start at
+    torch::Tensor initialParams;       // flat, namedParameters() order; undefined: the seed's weights
+    // Lock-step strategies: after every K-th step (counted from step 0),
+    // gather the full parameters and hand them to onCheckpoint. 0: never.
+    std::int64_t checkpointEvery = 0;
+    std::function<void(std::int64_t step, double loss, const NodeMemory &memory)> onStep;
+    std::function<void(std::int64_t stepsDone, const torch::Tensor &params)> onCheckpoint;
+};
+
+struct NodeResult {
+    torch::Tensor finalParams; // every node: the full parameters at the end
+    AsyncStats async;
+    std::map<std::string, double> stats;
+    double seconds = 0;
+    NodeMemory memory;         // at the end of its last step
+};
+
+// `config` as runTraining() prepares it (model.seed and vocabSize set).
+NodeResult runNode(const TrainConfig &config, const NodeRun &run);
+
+// The run's data, as every node loads it (vocabSize set on config.model for gpt).
+std::shared_ptr<const DataSource> loadTrainingData(TrainConfig &config);
+// Test accuracy of `params` loaded into a fresh replica; -1 for gpt.
+double testAccuracyOf(const TrainConfig &config, const DataSource &data, const torch::Tensor &params);
 
 } // namespace smol::engine

@@ -8,8 +8,13 @@
 
 namespace smol::net {
 
-// Nanoseconds on this process's monotonic clock (std::chrono::steady_clock).
+// Nanoseconds on this process's monotonic clock (std::chrono::steady_clock),
+// plus the skew set below.
 std::int64_t monotonicNs();
+// Shift this process's clock by `ns` (`smolctl node --clock-skew`): a machine
+// whose clock disagrees with the coordinator's, to watch the coordinator's
+// offset estimate correct it. 0 by default.
+void setClockSkewNs(std::int64_t ns);
 
 // A backend whose frames we cannot see (engine/gloo_communicator.h) reports
 // one Send event per collective instead: src == dst == its rank, bytes = the

@@ -234,11 +234,21 @@ const char *transportName(TransportKind kind)
     return kind == TransportKind::Tcp ? "tcp" : "inproc";
 }
 
+namespace {
+std::atomic<std::int64_t> g_clockSkewNs{0};
+}
+
 std::int64_t monotonicNs()
 {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
                std::chrono::steady_clock::now().time_since_epoch())
-        .count();
+               .count() +
+           g_clockSkewNs.load(std::memory_order_relaxed);
+}
+
+void setClockSkewNs(std::int64_t ns)
+{
+    g_clockSkewNs.store(ns, std::memory_order_relaxed);
 }
 
 } // namespace smol::net

@@ -25,8 +25,9 @@
 // flight at once; further workers queue for weights, first come first served.
 //
 // Elastic: a worker may leave (its last push says so; the server forgets it);
-// a worker that joins late starts with a pull, so it computes on the current
-// weights. After `steps` updates the server answers every request with
+// a worker whose connection is lost (its process killed, its machine gone)
+// is forgotten the same way, and its push in flight with it; a worker that
+// joins late starts with a pull, so it computes on the current weights. After `steps` updates the server answers every request with
 // "stop"; pushes still in flight are discarded.
 //
 // Holds: server: parameters, optimizer state, and per worker one gradient
@@ -41,7 +42,10 @@
 #include "engine/memory_tracker.h"
 #include "engine/tensor_bridge.h"
 #include "net/communicator.h"
+#include "net/errors.h"
 #include "net/transport.h"
+
+#include <QtGlobal>
 
 #include <algorithm>
 #include <array>
@@ -189,6 +193,7 @@ public:
             s.discarded.push_back(w.discarded);
             s.waits.push_back(w.waits);
             s.joinedAt.push_back(w.joinedAt);
+            s.lost.push_back(w.lost);
         }
         s.joinedAt[0] = -1;
         return s;
@@ -204,6 +209,7 @@ private:
         std::int64_t discarded = 0;
         std::int64_t waits = 0; // times the bound made it wait
         std::int64_t joinedAt = -1;
+        std::int64_t lost = 0;  // 1: its connection was lost mid-run
         torch::Tensor grads;    // (P) the push being applied
         torch::Tensor snapshot; // (P) the parameters of its last pull
     };
@@ -293,6 +299,11 @@ private:
                 if (h.type == Msg::PushAndLeave)
                     break;
             }
+        } catch (const net::PeerError &e) {
+            // The worker is gone (killed, or its link broke): carry on without it.
+            std::lock_guard lock(m_mutex);
+            ++m_workers[std::size_t(w)].lost;
+            qWarning("edp server: worker %d lost, training on without it: %s", w, e.what());
         } catch (const std::exception &e) {
             {
                 std::lock_guard lock(m_mutex);

@@ -1,0 +1,313 @@
+#include "cluster_commands.h"
+
+#include "coordinator.h"
+#include "node_agent.h"
+
+#include "engine/memory_tracker.h"
+#include "net/errors.h"
+#include "net/trace.h"
+
+#include <QHostInfo>
+#include <QNetworkInterface>
+#include <QRandomGenerator>
+
+#include <cmath>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+namespace smol::engine {
+
+const char kClusterTrainUsage[] = R"(
+Cluster runtime (a coordinator and nodes over authenticated TCP):
+  --listen PORT       be the coordinator of a cluster: accept nodes on PORT
+                      (0.0.0.0; 0 = any free port) that join with
+                      `smolctl node --join HOST:PORT --token T`
+  --token T           the cluster's shared secret (default: the
+                      SMOLCLUSTER_TOKEN environment variable; required with
+                      --listen). Never sent over the wire.
+  --wait-nodes N      nodes that must join before training starts (default
+                      --nodes); training uses the first --nodes of them
+  --local-nodes K     also run K nodes as threads of this process (default 0
+                      with --listen, else --nodes)
+  --wait-timeout SEC  give up when the nodes have not joined (default 120)
+  --heartbeat-timeout SEC
+                      a node silent this long is lost (default 5)
+  --checkpoint-every K --checkpoint-dir D
+                      write the parameters every K steps to
+                      D/checkpoint.smolckpt (written to a temporary file and
+                      renamed: a crash never leaves half a file)
+  --resume D          start from the checkpoint in D (at its step; the
+                      strategy and node count may differ)
+  --recovery-every K  nodes keep the parameters in memory every K steps to
+                      re-form from after losing a node (default 1: at most
+                      the interrupted step is redone; sharded strategies pay
+                      an all-gather for it; 0: re-form from the start)
+  A lost node (killed, crashed, silent) does not end the run: edp trains on
+  without it; the lock-step strategies re-form with the survivors (and any
+  node that joined meanwhile) from the last step every node completed.
+)";
+
+namespace {
+
+bool seconds(const QString &v, std::chrono::milliseconds &out)
+{
+    bool ok = false;
+    const double s = v.toDouble(&ok);
+    if (!ok || !std::isfinite(s) || s <= 0 || s > 86400)
+        return false;
+    out = std::chrono::milliseconds(std::int64_t(s * 1000));
+    return true;
+}
+
+std::string freshToken()
+{
+    return QString::number(QRandomGenerator::system()->generate64(), 16).toStdString() +
+           QString::number(QRandomGenerator::system()->generate64(), 16).toStdString();
+}
+
+// The address other machines would use to reach this one.
+QString reachableAddress()
+{
+    for (const QHostAddress &a : QNetworkInterface::allAddresses())
+        if (a.protocol() == QAbstractSocket::IPv4Protocol && !a.isLoopback())
+            return a.toString();
+    return QStringLiteral("127.0.0.1");
+}
+
+} // namespace
+
+bool parseClusterOption(const QStringList &args, int &i, ClusterCliOptions &o, QString &error)
+{
+    static const QStringList names{"--listen",       "--token",          "--wait-nodes",
+                                   "--local-nodes",  "--wait-timeout",   "--heartbeat-timeout",
+                                   "--checkpoint-every", "--checkpoint-dir", "--resume", "--recovery-every"};
+    const QString a = args[i];
+    if (!names.contains(a))
+        return false;
+    if (i + 1 >= args.size()) {
+        error = "'" + a + "' needs a value";
+        return true;
+    }
+    const QString v = args[++i];
+    bool ok = true;
+    if (a == "--listen") {
+        const int port = v.toInt(&ok);
+        ok = ok && port >= 0 && port <= 65535;
+        o.listen = true;
+        o.listenPort = std::uint16_t(port);
+    } else if (a == "--token") {
+        ok = !v.isEmpty();
+        o.token = v.toStdString();
+    } else if (a == "--wait-nodes") {
+        o.waitNodes = v.toInt(&ok);
+        ok = ok && o.waitNodes >= 1 && o.waitNodes <= 16;
+    } else if (a == "--local-nodes") {
+        o.localNodes = v.toInt(&ok);
+        ok = ok && o.localNodes >= 0 && o.localNodes <= 16;
+    } else if (a == "--wait-timeout") {
+        ok = seconds(v, o.waitTimeout);
+    } else if (a == "--heartbeat-timeout") {
+        ok = seconds(v, o.heartbeatTimeout);
+    } else if (a == "--checkpoint-every") {
+        o.checkpointEvery = v.toLongLong(&ok);
+        ok = ok && o.checkpointEvery >= 1;
+    } else if (a == "--recovery-every") {
+        o.recoveryEvery = v.toLongLong(&ok);
+        ok = ok && o.recoveryEvery >= 0;
+    } else if (a == "--checkpoint-dir") {
+        ok = !v.isEmpty();
+        o.checkpointDir = v;
+    } else if (a == "--resume") {
+        ok = !v.isEmpty();
+        o.resumeDir = v;
+    }
+    o.enabled = true;
+    if (!ok)
+        error = "bad value '" + v + "' for " + a;
+    return true;
+}
+
+TrainSummary runClusterTraining(const TrainConfig &config, ClusterCliOptions o, TrainObserver *observer,
+                                QTextStream &err)
+{
+    if (o.checkpointEvery > 0 && o.checkpointDir.isEmpty())
+        throw std::invalid_argument("--checkpoint-every needs --checkpoint-dir");
+    if (!o.checkpointDir.isEmpty() && o.checkpointEvery == 0)
+        throw std::invalid_argument("--checkpoint-dir needs --checkpoint-every K");
+    if (o.token.empty())
+        if (const char *env = std::getenv("SMOLCLUSTER_TOKEN"))
+            o.token = env;
+    if (o.listen && o.token.empty())
+        throw std::invalid_argument("--listen needs --token T (or SMOLCLUSTER_TOKEN)");
+    if (!o.listen && o.token.empty())
+        o.token = freshToken(); // local threads only: a secret nobody else knows
+    const int local = o.localNodes >= 0 ? o.localNodes : (o.listen ? 0 : config.nodes);
+    const int wait = o.waitNodes > 0 ? o.waitNodes : config.nodes;
+    if (wait < config.nodes)
+        throw std::invalid_argument("--wait-nodes " + std::to_string(wait) + " is fewer than --nodes " +
+                                    std::to_string(config.nodes));
+    if (!o.listen && local < wait)
+        throw std::invalid_argument("without --listen only local nodes can join: --local-nodes " +
+                                    std::to_string(local) + " < " + std::to_string(wait));
+
+    std::mutex printMutex;
+    auto log = [&](const std::string &line) {
+        std::lock_guard lock(printMutex);
+        err << "smolctl: " << QString::fromStdString(line) << "\n";
+        err.flush();
+    };
+    CoordinatorOptions co;
+    co.bindAddress = o.listen ? "0.0.0.0" : "127.0.0.1";
+    co.port = o.listenPort;
+    co.token = o.token;
+    co.heartbeatTimeout = o.heartbeatTimeout;
+    Coordinator coordinator(co);
+    coordinator.setLogSink(log);
+    if (o.listen)
+        log("coordinator listening on port " + std::to_string(coordinator.port()) + "; on each node run: smolctl node --join " +
+            reachableAddress().toStdString() + ":" + std::to_string(coordinator.port()) + " --token <token>");
+
+    memory::install();
+    std::vector<std::thread> locals;
+    for (int k = 0; k < local; ++k)
+        locals.emplace_back([&, k] {
+            NodeAgentOptions no;
+            no.port = coordinator.port();
+            no.token = o.token;
+            no.name = "local-" + std::to_string(k);
+            no.bindAddress = "127.0.0.1";
+            no.memorySlot = k;
+            no.inProcess = true;
+            try {
+                runNodeAgent(no, [&, k](const std::string &line) { (void)k, (void)line; });
+            } catch (const std::exception &e) {
+                log("local node " + std::to_string(k) + ": " + e.what());
+            }
+        });
+    struct Cleanup {
+        Coordinator &c;
+        std::vector<std::thread> &threads;
+        ~Cleanup()
+        {
+            c.shutdownNodes();
+            for (auto &t : threads)
+                t.join();
+        }
+    } cleanup{coordinator, locals};
+
+    if (!coordinator.waitForNodes(wait, o.waitTimeout))
+        throw std::runtime_error("only " + std::to_string(coordinator.nodes().size()) + " of " +
+                                 std::to_string(wait) + " nodes joined within " +
+                                 std::to_string(o.waitTimeout.count() / 1000) + " s");
+    for (const ClusterNode &n : coordinator.nodes())
+        if (n.clockValid)
+            log("node " + std::to_string(n.id) + " '" + n.name + "' clock offset " +
+                QString::number(double(n.clockOffsetNs) / 1e6, 'f', 3).toStdString() + " ms +- " +
+                QString::number(double(n.clockErrorNs) / 1e6, 'f', 3).toStdString() + " ms");
+    ClusterRunOptions ro;
+    ro.nodes = config.nodes;
+    ro.checkpointEvery = o.checkpointEvery;
+    ro.recoveryEvery = o.recoveryEvery;
+    ro.checkpointDir = o.checkpointDir;
+    ro.resumeDir = o.resumeDir;
+    return coordinator.run(config, ro, observer);
+}
+
+namespace {
+
+const char kNodeUsage[] = R"(Usage: smolctl node --join HOST:PORT --token T [OPTIONS]
+
+Joins the cluster whose coordinator (`smolctl train --listen PORT ...`, or
+the smolcluster window) listens at HOST:PORT, and trains whatever it
+assigns until it says shutdown. The token is checked with an HMAC
+challenge in both directions; it is never sent.
+
+Options:
+  --join HOST:PORT    the coordinator
+  --token T           the cluster's secret (default: SMOLCLUSTER_TOKEN)
+  --name NAME         how the coordinator shows this node (default:
+                      host name and process id)
+  --bind ADDR         address for the data-plane port other nodes connect
+                      to (default 0.0.0.0)
+  --clock-skew MS     pretend this machine's clock is MS ms ahead (may be
+                      negative): watch the coordinator estimate and correct it
+  --heartbeat SEC     seconds between heartbeats (default 1)
+  -h, --help          show this help
+
+Exit code 0 when the coordinator said shutdown, 1 when it went away,
+2 on bad arguments or when joining failed (wrong token, no coordinator).
+)";
+
+} // namespace
+
+int runNodeCommand(const QStringList &args, QTextStream &out, QTextStream &err)
+{
+    NodeAgentOptions o;
+    bool joined = false;
+    auto bad = [&](const QString &why) {
+        err << "smolctl node: " << why << "\n";
+        err.flush();
+        return 2;
+    };
+    for (int i = 0; i < args.size(); ++i) {
+        const QString a = args[i];
+        if (a == "-h" || a == "--help") {
+            out << kNodeUsage;
+            return 0;
+        }
+        if (i + 1 >= args.size())
+            return bad("'" + a + "' is unknown or needs a value (see smolctl node --help)");
+        const QString v = args[++i];
+        bool ok = true;
+        if (a == "--join") {
+            const int colon = v.lastIndexOf(':');
+            const int port = colon > 0 ? v.mid(colon + 1).toInt(&ok) : 0;
+            ok = ok && colon > 0 && port > 0 && port <= 65535;
+            o.host = v.left(colon).toStdString();
+            o.port = std::uint16_t(port);
+            joined = ok;
+        } else if (a == "--token") {
+            o.token = v.toStdString();
+            ok = !v.isEmpty();
+        } else if (a == "--name") {
+            o.name = v.toStdString();
+        } else if (a == "--bind") {
+            o.bindAddress = v.toStdString();
+        } else if (a == "--clock-skew") {
+            const double ms = v.toDouble(&ok);
+            ok = ok && std::isfinite(ms) && std::fabs(ms) < 1e9;
+            if (ok)
+                net::setClockSkewNs(std::int64_t(ms * 1e6));
+        } else if (a == "--heartbeat") {
+            std::chrono::milliseconds hb{};
+            ok = seconds(v, hb);
+            o.heartbeatInterval = hb;
+        } else {
+            return bad("unknown option '" + a + "' (see smolctl node --help)");
+        }
+        if (!ok)
+            return bad("bad value '" + v + "' for " + a);
+    }
+    if (!joined)
+        return bad("--join HOST:PORT is required (see smolctl node --help)");
+    if (o.token.empty())
+        if (const char *env = std::getenv("SMOLCLUSTER_TOKEN"))
+            o.token = env;
+    if (o.token.empty())
+        return bad("--token T is required (or SMOLCLUSTER_TOKEN)");
+    std::mutex printMutex;
+    try {
+        return runNodeAgent(o, [&](const std::string &line) {
+            std::lock_guard lock(printMutex);
+            err << "smolctl node: " << QString::fromStdString(line) << "\n";
+            err.flush();
+        });
+    } catch (const std::exception &e) {
+        err << "smolctl node: cannot join " << QString::fromStdString(o.host) << ":" << o.port << ": " << e.what()
+            << "\n";
+        return 2;
+    }
+}
+
+} // namespace smol::engine

@@ -1,0 +1,45 @@
+// The command-line faces of the cluster runtime: `smolctl node` (a node
+// process) and the coordinator behind `smolctl train --listen` (or any train
+// with checkpoints or --local-nodes).
+#pragma once
+
+#include "engine/trainer.h"
+
+#include <QString>
+#include <QStringList>
+#include <QTextStream>
+
+#include <chrono>
+#include <cstdint>
+
+namespace smol::engine {
+
+struct ClusterCliOptions {
+    bool enabled = false;      // run through a coordinator
+    std::uint16_t listenPort = 0; // 0 with enabled: loopback, any port, local nodes only
+    bool listen = false;       // --listen given: accept nodes from other machines
+    std::string token;
+    int waitNodes = 0;         // nodes that must join before training starts
+    int localNodes = -1;       // node threads in this process (-1: --nodes when not listening, else 0)
+    std::chrono::milliseconds waitTimeout{120000};
+    std::chrono::milliseconds heartbeatTimeout{5000};
+    std::int64_t checkpointEvery = 0;
+    std::int64_t recoveryEvery = 1;
+    QString checkpointDir;
+    QString resumeDir;
+};
+
+// Parses one cluster option of `smolctl train` at args[i] (advancing i past
+// its value). Returns false when args[i] is not a cluster option; sets
+// `error` for a bad value.
+bool parseClusterOption(const QStringList &args, int &i, ClusterCliOptions &options, QString &error);
+extern const char kClusterTrainUsage[];
+
+// Runs `config` on a coordinator: local node threads and/or nodes that join
+// over the network. Log lines go to `err`.
+TrainSummary runClusterTraining(const TrainConfig &config, ClusterCliOptions options, TrainObserver *observer,
+                                QTextStream &err);
+
+int runNodeCommand(const QStringList &args, QTextStream &out, QTextStream &err);
+
+} // namespace smol::engine

@@ -1,0 +1,141 @@
+#include "config_json.h"
+
+#include <QJsonArray>
+
+#include <stdexcept>
+
+namespace smol::engine {
+
+namespace {
+
+// 64-bit integers travel as decimal strings: JSON numbers are doubles.
+QString bigInt(std::uint64_t v) { return QString::number(v); }
+
+std::int64_t integer(const QJsonObject &o, const char *key, std::int64_t fallback)
+{
+    const QJsonValue v = o.value(QLatin1String(key));
+    if (v.isUndefined())
+        return fallback;
+    if (!v.isDouble())
+        throw std::invalid_argument(std::string("config field '") + key + "' is not a number");
+    return std::int64_t(v.toDouble());
+}
+
+double number(const QJsonObject &o, const char *key, double fallback)
+{
+    const QJsonValue v = o.value(QLatin1String(key));
+    if (v.isUndefined())
+        return fallback;
+    if (!v.isDouble())
+        throw std::invalid_argument(std::string("config field '") + key + "' is not a number");
+    return v.toDouble();
+}
+
+std::string text(const QJsonObject &o, const char *key, const std::string &fallback)
+{
+    const QJsonValue v = o.value(QLatin1String(key));
+    if (v.isUndefined())
+        return fallback;
+    if (!v.isString())
+        throw std::invalid_argument(std::string("config field '") + key + "' is not a string");
+    return v.toString().toStdString();
+}
+
+} // namespace
+
+QJsonObject configToJson(const TrainConfig &c)
+{
+    QJsonObject model{{"kind", QString::fromStdString(c.model.kind)},
+                      {"n_layer", double(c.model.nLayer)},
+                      {"n_head", double(c.model.nHead)},
+                      {"n_embd", double(c.model.nEmbd)},
+                      {"block_size", double(c.model.blockSize)}};
+    QJsonObject optimizer{{"kind", optimizerName(c.optimizer.kind)},
+                          {"lr", c.optimizer.lr},
+                          {"beta1", c.optimizer.beta1},
+                          {"beta2", c.optimizer.beta2},
+                          {"eps", c.optimizer.eps}};
+    QJsonArray behaviour;
+    for (const NodeBehaviour &b : c.behaviour)
+        behaviour.append(QJsonObject{{"slowdown", b.slowdown},
+                                     {"leave_after", double(b.leaveAfter)},
+                                     {"join_after_ms", double(b.joinAfterMs)}});
+    QJsonArray links;
+    for (const TrainConfig::Link &l : c.links)
+        links.append(QJsonObject{{"a", l.a},
+                                 {"b", l.b},
+                                 {"bits_per_s", l.limit.bitsPerSecond},
+                                 {"latency_ns", double(l.limit.latency.count())}});
+    return QJsonObject{{"strategy", QString::fromStdString(c.strategy)},
+                       {"nodes", c.nodes},
+                       {"model", model},
+                       {"corpus", QString::fromStdString(c.corpus)},
+                       {"steps", double(c.steps)},
+                       {"global_batch", double(c.globalBatch)},
+                       {"seed", bigInt(c.seed)},
+                       {"optimizer", optimizer},
+                       {"bucket_bytes", double(c.bucketBytes)},
+                       {"max_staleness", double(c.maxStaleness)},
+                       {"behaviour", behaviour},
+                       {"links", links},
+                       {"placement", QString::fromStdString(c.placement)},
+                       {"micro_batches", double(c.microBatches)},
+                       {"schedule", pipelineScheduleName(c.schedule)}};
+}
+
+TrainConfig configFromJson(const QJsonObject &o)
+{
+    TrainConfig c;
+    c.strategy = text(o, "strategy", c.strategy);
+    c.nodes = int(integer(o, "nodes", c.nodes));
+    const QJsonObject model = o.value(QLatin1String("model")).toObject();
+    c.model.kind = text(model, "kind", c.model.kind);
+    c.model.nLayer = integer(model, "n_layer", c.model.nLayer);
+    c.model.nHead = integer(model, "n_head", c.model.nHead);
+    c.model.nEmbd = integer(model, "n_embd", c.model.nEmbd);
+    c.model.blockSize = integer(model, "block_size", c.model.blockSize);
+    c.corpus = text(o, "corpus", c.corpus);
+    c.steps = integer(o, "steps", c.steps);
+    c.globalBatch = integer(o, "global_batch", c.globalBatch);
+    bool ok = true;
+    const QString seed = o.value(QLatin1String("seed")).toString(QStringLiteral("0"));
+    c.seed = seed.toULongLong(&ok);
+    if (!ok)
+        throw std::invalid_argument("config field 'seed' is not an unsigned integer");
+    const QJsonObject optimizer = o.value(QLatin1String("optimizer")).toObject();
+    const std::string kind = text(optimizer, "kind", "sgd");
+    if (kind != "sgd" && kind != "adam")
+        throw std::invalid_argument("config field 'optimizer.kind' is '" + kind + "'");
+    c.optimizer.kind = kind == "adam" ? OptimizerConfig::Kind::Adam : OptimizerConfig::Kind::Sgd;
+    c.optimizer.lr = number(optimizer, "lr", c.optimizer.lr);
+    c.optimizer.beta1 = number(optimizer, "beta1", c.optimizer.beta1);
+    c.optimizer.beta2 = number(optimizer, "beta2", c.optimizer.beta2);
+    c.optimizer.eps = number(optimizer, "eps", c.optimizer.eps);
+    c.bucketBytes = integer(o, "bucket_bytes", c.bucketBytes);
+    c.maxStaleness = integer(o, "max_staleness", c.maxStaleness);
+    for (const QJsonValue &v : o.value(QLatin1String("behaviour")).toArray()) {
+        const QJsonObject b = v.toObject();
+        NodeBehaviour nb;
+        nb.slowdown = number(b, "slowdown", 1);
+        nb.leaveAfter = integer(b, "leave_after", -1);
+        nb.joinAfterMs = integer(b, "join_after_ms", 0);
+        c.behaviour.push_back(nb);
+    }
+    for (const QJsonValue &v : o.value(QLatin1String("links")).toArray()) {
+        const QJsonObject l = v.toObject();
+        TrainConfig::Link link;
+        link.a = int(integer(l, "a", 0));
+        link.b = int(integer(l, "b", 1));
+        link.limit.bitsPerSecond = number(l, "bits_per_s", 0);
+        link.limit.latency = std::chrono::nanoseconds(integer(l, "latency_ns", 0));
+        c.links.push_back(link);
+    }
+    c.placement = text(o, "placement", c.placement);
+    c.microBatches = integer(o, "micro_batches", c.microBatches);
+    const std::string schedule = text(o, "schedule", "1f1b");
+    c.schedule = schedule == "gpipe" ? PipelineSchedule::GPipe : PipelineSchedule::OneFOneB;
+    c.countBytes = true;
+    return c;
+}
+
+} // namespace smol::engine

@@ -1,0 +1,108 @@
+// The coordinator of a cluster: accepts nodes on an authenticated control
+// port (net/control_channel.h), keeps each one's clock offset (NTP-style,
+// net/clock_sync.h) and liveness (heartbeats; a node silent for
+// heartbeatTimeout is lost), and drives training runs in epochs:
+//
+//   assign (rank, world, config, first step, parameters) -> each node listens
+//   on a data port -> peers (every rank's address) -> nodes connect the mesh
+//   -> ready -> start -> step reports ... -> done (results, final parameters)
+//
+// When a node is lost mid-run: edp (asynchronous) trains on without the lost
+// worker; the lock-step strategies abort the epoch on every survivor, take
+// the newest in-memory checkpoint a survivor holds (nodes keep the full
+// parameters after every step), and start a new epoch with the survivors and
+// any node that joined meanwhile (world size, shards and placement
+// recomputed), redoing at most the interrupted step.
+//
+// Threads: an accept thread (handshakes), one reader per node, a monitor
+// (heartbeat deadlines, clock pings); run() owns the run's state machine.
+#pragma once
+
+#include "engine/trainer.h"
+#include "net/trace.h"
+
+#include <QString>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace smol::engine {
+
+struct CoordinatorOptions {
+    std::string bindAddress = "0.0.0.0";
+    std::uint16_t port = 0; // 0: any free port (see port())
+    std::string token;
+    std::chrono::milliseconds heartbeatTimeout{5000};
+    std::chrono::milliseconds pingInterval{1000};
+};
+
+struct ClusterNode {
+    enum class State { Idle, Running, Lost };
+    int id = -1;             // join order, 0, 1, ...
+    std::string name;
+    std::string host;        // the address it connected from
+    std::int64_t pid = 0;
+    State state = State::Idle;
+    int rank = -1;           // in the current or last epoch
+    bool clockValid = false;
+    std::int64_t clockOffsetNs = 0; // node clock minus coordinator clock
+    std::int64_t clockErrorNs = 0;  // |estimate - truth| is at most this
+    std::string lostReason;
+};
+const char *clusterNodeStateName(ClusterNode::State state);
+
+struct ClusterRunOptions {
+    int nodes = 0;                    // members at the start (0: every idle node)
+    std::int64_t checkpointEvery = 0; // write a checkpoint every K steps (needs checkpointDir)
+    QString checkpointDir;
+    QString resumeDir;                // start from this checkpoint ("" = from the seed)
+    // Nodes keep the full parameters every K steps in memory, to re-form
+    // from when a node is lost (K = 1: at most the interrupted step is
+    // redone). Sharded strategies (zero*, tensor, pipeline) gather them, an
+    // extra all-gather per K steps on the wire. 0: keep none (a lost node
+    // re-forms from the run's starting parameters).
+    std::int64_t recoveryEvery = 1;
+    int maxReforms = 8;
+    std::chrono::milliseconds setupTimeout{60000}; // per phase of an epoch's set-up
+};
+
+class Coordinator {
+public:
+    // Listens at once; throws net::NetError when the port is taken.
+    explicit Coordinator(const CoordinatorOptions &options);
+    ~Coordinator();
+    Coordinator(const Coordinator &) = delete;
+    Coordinator &operator=(const Coordinator &) = delete;
+
+    std::uint16_t port() const;
+    // Log lines (joins, refusals, losses, re-forms), from any thread.
+    void setLogSink(std::function<void(const std::string &)> sink);
+    // Every frame event of the nodes, moved onto this process's clock
+    // (net::monotonicNs()); ranks are those of the current epoch. Not owned;
+    // set before run().
+    void setTraceSink(net::TraceSink *sink);
+
+    // True once n nodes are connected and alive.
+    bool waitForNodes(int n, std::chrono::milliseconds timeout);
+    std::vector<ClusterNode> nodes() const;
+    // Tell a node to die at once (an in-process node ends its agent; a
+    // process exits as if killed -9). The run treats it as lost.
+    void kill(int nodeId);
+    // Tell every node to exit cleanly.
+    void shutdownNodes();
+
+    // Blocking. Throws std::invalid_argument for a config the cluster cannot
+    // run (one line), std::runtime_error naming the node otherwise.
+    // summary.extra["reforms"] counts re-formations.
+    TrainSummary run(const TrainConfig &config, const ClusterRunOptions &options, TrainObserver *observer = nullptr);
+
+private:
+    struct Private;
+    std::unique_ptr<Private> d;
+};
+
+} // namespace smol::engine

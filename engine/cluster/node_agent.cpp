@@ -1,0 +1,451 @@
+#include "node_agent.h"
+
+#include "config_json.h"
+#include "telemetry.h"
+
+#include "engine/breakpoints.h"
+#include "engine/memory_tracker.h"
+#include "engine/blas_threads.h"
+#include "engine/trainer.h"
+#include "net/communicator.h"
+#include "net/control_channel.h"
+#include "net/errors.h"
+#include "net/tcp_transport.h"
+#include "net/trace.h"
+
+#include <QJsonArray>
+#include <QHostInfo>
+
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unistd.h>
+
+namespace smol::engine {
+
+namespace {
+
+QByteArray tensorBlob(const torch::Tensor &t)
+{
+    if (!t.defined())
+        return {};
+    const torch::Tensor c = t.to(torch::kFloat32).contiguous();
+    return QByteArray(static_cast<const char *>(c.data_ptr()), qsizetype(c.numel()) * 4);
+}
+
+torch::Tensor tensorFromBlob(const QByteArray &blob)
+{
+    if (blob.size() % 4 != 0)
+        throw std::runtime_error("parameter blob of " + std::to_string(blob.size()) + " bytes is not float32");
+    torch::Tensor t = torch::empty({blob.size() / 4}, torch::kFloat32);
+    std::memcpy(t.data_ptr(), blob.constData(), std::size_t(blob.size()));
+    return t;
+}
+
+QJsonObject memoryJson(const NodeMemory &m)
+{
+    return QJsonObject{{"params", double(m.params)}, {"grads", double(m.grads)},
+                       {"optimizer", double(m.optimizer)}, {"activations", double(m.activations)},
+                       {"comm", double(m.comm)}, {"live", double(m.live)}, {"peak", double(m.peak)}};
+}
+
+QJsonArray intArray(const std::vector<std::int64_t> &v)
+{
+    QJsonArray a;
+    for (auto x : v)
+        a.append(double(x));
+    return a;
+}
+
+struct Assignment {
+    int epoch = 0;
+    int rank = 0;
+    int world = 1;
+    TrainConfig config;
+    std::int64_t firstStep = 0;
+    std::int64_t diskEvery = 0;     // rank 0 sends a checkpoint every K steps
+    std::int64_t recoveryEvery = 1; // keep the full parameters every K steps
+    torch::Tensor initial;
+};
+
+class Agent {
+public:
+    Agent(const NodeAgentOptions &options, const std::function<void(const std::string &)> &log)
+        : m_opts(options), m_log(log) {}
+
+    int run()
+    {
+        m_channel = net::ControlChannel::connect(m_opts.host, m_opts.port, m_opts.token, m_opts.connectTimeout);
+        std::string name = m_opts.name;
+        if (name.empty())
+            name = QHostInfo::localHostName().toStdString() + "-" + std::to_string(::getpid());
+        m_channel->send(QJsonObject{{"type", "hello"},
+                                    {"name", QString::fromStdString(name)},
+                                    {"host", QHostInfo::localHostName()},
+                                    {"pid", double(::getpid())},
+                                    {"version", 1}});
+        m_heartbeat = std::thread([this] { heartbeatLoop(); });
+        int code = 1;
+        try {
+            code = controlLoop();
+        } catch (const std::exception &e) {
+            log(std::string("coordinator connection ended: ") + e.what());
+            code = 1;
+        }
+        abortEpoch(-1);
+        m_stop = true;
+        m_stopCv.notify_all();
+        m_channel->close();
+        if (m_heartbeat.joinable())
+            m_heartbeat.join();
+        if (m_epochThread.joinable())
+            m_epochThread.join();
+        return code;
+    }
+
+private:
+    void log(const std::string &text)
+    {
+        if (m_log)
+            m_log(text);
+    }
+
+    // Sends that may fail because the coordinator vanished: the control loop
+    // notices that on its own, so the epoch thread just carries on.
+    void sendQuietly(const QJsonObject &json, const QByteArray &blob = {})
+    {
+        try {
+            m_channel->send(json, blob);
+        } catch (const std::exception &) {
+        }
+    }
+
+    int controlLoop()
+    {
+        for (;;) {
+            net::ControlMessage m = m_channel->receive();
+            const std::string type = m.type();
+            const int epoch = m.json.value(QStringLiteral("epoch")).toInt();
+            if (type == "ping") {
+                m_channel->send(QJsonObject{{"type", "pong"},
+                                            {"t0", m.json.value(QStringLiteral("t0"))},
+                                            {"tn", QString::number(net::monotonicNs())}});
+            } else if (type == "welcome") {
+                log("joined the coordinator at " + m_opts.host + ":" + std::to_string(m_opts.port) + " as node " +
+                    std::to_string(m.json.value(QStringLiteral("node")).toInt()));
+            } else if (type == "assign") {
+                startEpoch(m);
+            } else if (type == "peers") {
+                std::lock_guard lock(m_mutex);
+                if (epoch == m_epoch) {
+                    std::vector<std::pair<std::string, std::uint16_t>> peers;
+                    for (const QJsonValue &v : m.json.value(QStringLiteral("peers")).toArray()) {
+                        const QJsonObject p = v.toObject();
+                        peers.emplace_back(p.value(QStringLiteral("host")).toString().toStdString(),
+                                           std::uint16_t(p.value(QStringLiteral("port")).toInt()));
+                    }
+                    m_peers = peers;
+                    m_cv.notify_all();
+                }
+            } else if (type == "start") {
+                std::lock_guard lock(m_mutex);
+                if (epoch == m_epoch) {
+                    m_started = true;
+                    m_cv.notify_all();
+                }
+            } else if (type == "abort") {
+                abortEpoch(epoch);
+            } else if (type == "kill") {
+                log("killed by the coordinator");
+                if (!m_opts.inProcess)
+                    std::_Exit(137); // as abrupt as kill -9: no goodbye on any socket
+                return 1;
+            } else if (type == "shutdown") {
+                return 0;
+            } else {
+                log("ignoring an unknown control message '" + type + "'");
+            }
+        }
+    }
+
+    void startEpoch(const net::ControlMessage &m)
+    {
+        Assignment a;
+        a.epoch = m.json.value(QStringLiteral("epoch")).toInt();
+        a.rank = m.json.value(QStringLiteral("rank")).toInt();
+        a.world = m.json.value(QStringLiteral("world")).toInt();
+        a.firstStep = std::int64_t(m.json.value(QStringLiteral("first_step")).toDouble());
+        a.diskEvery = std::int64_t(m.json.value(QStringLiteral("checkpoint_every")).toDouble());
+        a.recoveryEvery = std::int64_t(m.json.value(QStringLiteral("recovery_every")).toDouble(1));
+        if (m_epochThread.joinable()) { // a previous epoch still running is over
+            abortEpoch(-1);
+            m_epochThread.join();
+        }
+        try {
+            a.config = configFromJson(m.json.value(QStringLiteral("config")).toObject());
+            if (!m.blob.isEmpty())
+                a.initial = tensorFromBlob(m.blob);
+        } catch (const std::exception &e) {
+            sendQuietly(QJsonObject{{"type", "failed"}, {"epoch", a.epoch}, {"error", e.what()},
+                                    {"ckpt_steps", -1}});
+            return;
+        }
+        {
+            std::lock_guard lock(m_mutex);
+            m_epoch = a.epoch;
+            m_aborted = false;
+            m_started = false;
+            m_peers.reset();
+        }
+        m_epochThread = std::thread([this, a = std::move(a)]() mutable { epochMain(std::move(a)); });
+    }
+
+    void abortEpoch(int epoch)
+    {
+        std::lock_guard lock(m_mutex);
+        if (epoch >= 0 && epoch != m_epoch)
+            return;
+        m_aborted = true;
+        if (m_transport)
+            m_transport->abort();
+        if (m_opts.breakpoints)
+            m_opts.breakpoints->abort();
+        m_cv.notify_all();
+    }
+
+    void heartbeatLoop()
+    {
+        auto nextBeat = std::chrono::steady_clock::now();
+        while (!m_stop) {
+            {
+                std::unique_lock lock(m_stopMutex);
+                m_stopCv.wait_for(lock, std::chrono::milliseconds(100), [&] { return bool(m_stop); });
+            }
+            if (m_stop)
+                break;
+            flushTrace();
+            if (std::chrono::steady_clock::now() >= nextBeat) {
+                nextBeat += m_opts.heartbeatInterval;
+                sendQuietly(QJsonObject{{"type", "hb"}, {"tn", QString::number(net::monotonicNs())}});
+            }
+        }
+    }
+
+    void flushTrace()
+    {
+        QByteArray batch;
+        int epoch = 0;
+        {
+            std::lock_guard lock(m_mutex);
+            if (!m_telemetry)
+                return;
+            batch = m_telemetry->take();
+            epoch = m_epoch;
+        }
+        if (!batch.isEmpty())
+            sendQuietly(QJsonObject{{"type", "trace"}, {"epoch", epoch}}, batch);
+    }
+
+    std::shared_ptr<const DataSource> dataFor(TrainConfig &config)
+    {
+        const std::string key = config.model.kind + "|" + std::to_string(config.seed) + "|" + config.corpus + "|" +
+                                std::to_string(config.model.blockSize);
+        auto it = m_data.find(key);
+        if (it == m_data.end())
+            it = m_data.emplace(key, std::make_pair(loadTrainingData(config), config.model.vocabSize)).first;
+        config.model.vocabSize = it->second.second;
+        return it->second.first;
+    }
+
+    template <typename Pred>
+    void waitFor(Pred pred, const char *what)
+    {
+        std::unique_lock lock(m_mutex);
+        if (!m_cv.wait_for(lock, std::chrono::seconds(60), [&] { return m_aborted || pred(); }))
+            throw std::runtime_error(std::string("timed out waiting for ") + what);
+        if (m_aborted)
+            throw std::runtime_error("aborted by the coordinator");
+    }
+
+    void epochMain(Assignment a)
+    {
+        std::unique_ptr<net::TcpTransport> transport;
+        TelemetryBuffer telemetry;
+        torch::Tensor ckpt = a.initial;
+        std::int64_t ckptSteps = a.firstStep;
+        QJsonObject outcome;
+        QByteArray outcomeBlob;
+        try {
+            TrainConfig config = a.config;
+            config.model.seed = config.seed;
+            config.nodes = a.world;
+            memory::install();
+            torch::set_num_threads(1);
+            limitBlasToOneThread();
+            const std::shared_ptr<const DataSource> data = dataFor(config);
+            memory::resetNode(m_opts.memorySlot);
+            std::uint16_t port = 0;
+            if (a.world > 1) {
+                net::TransportOptions topt;
+                topt.bindAddress = m_opts.bindAddress;
+                transport = std::make_unique<net::TcpTransport>(a.rank, a.world, m_opts.token, topt);
+                for (const TrainConfig::Link &l : config.links) {
+                    if (l.a == a.rank && l.b < a.world)
+                        transport->setLinkLimit(l.b, l.limit);
+                    if (l.b == a.rank && l.a < a.world)
+                        transport->setLinkLimit(l.a, l.limit);
+                }
+                transport->setTraceSink(&telemetry);
+                port = transport->listenPort();
+            }
+            {
+                std::lock_guard lock(m_mutex);
+                if (m_aborted)
+                    throw std::runtime_error("aborted by the coordinator");
+                m_transport = transport.get();
+                m_telemetry = &telemetry;
+            }
+            m_channel->send(QJsonObject{{"type", "listening"}, {"epoch", a.epoch}, {"port", int(port)}});
+            if (transport) {
+                waitFor([&] { return m_peers.has_value(); }, "the peer list");
+                std::vector<std::pair<std::string, std::uint16_t>> peers;
+                {
+                    std::lock_guard lock(m_mutex);
+                    peers = *m_peers;
+                }
+                if (int(peers.size()) != a.world)
+                    throw std::runtime_error("the peer list has " + std::to_string(peers.size()) + " entries for " +
+                                             std::to_string(a.world) + " ranks");
+                for (int j = 0; j < a.rank; ++j)
+                    transport->connectTo(j, peers[std::size_t(j)].first, peers[std::size_t(j)].second);
+                transport->waitForPeers(std::chrono::seconds(30));
+            }
+            m_channel->send(QJsonObject{{"type", "ready"}, {"epoch", a.epoch}});
+            waitFor([&] { return m_started; }, "the start signal");
+
+            std::unique_ptr<net::Communicator> comm;
+            std::atomic<std::int64_t> currentStep{a.firstStep};
+            std::unique_ptr<net::CollectiveHook> breakHook;
+            if (transport) {
+                comm = std::make_unique<net::Communicator>(*transport);
+                if (m_opts.breakpoints) {
+                    breakHook = m_opts.breakpoints->makeHook(a.rank, &currentStep);
+                    comm->setHook(breakHook.get());
+                }
+            }
+            const bool lockStep = !makeStrategy(config.strategy)->isAsynchronous();
+            NodeRun run;
+            run.rank = a.rank;
+            run.memorySlot = m_opts.memorySlot;
+            run.comm = comm.get();
+            run.data = data;
+            run.currentStep = &currentStep;
+            run.firstStep = a.firstStep;
+            run.initialParams = a.initial;
+            // The in-memory checkpoint the cluster re-forms from when a node is
+            // lost (every step: at most the interrupted step is redone), and
+            // the disk checkpoints, which rank 0 sends from the same gather.
+            std::int64_t every = 0;
+            if (lockStep && a.world > 1 && a.recoveryEvery > 0)
+                every = a.recoveryEvery;
+            if (a.diskEvery > 0)
+                every = every > 0 ? std::gcd(every, a.diskEvery) : a.diskEvery;
+            run.checkpointEvery = every;
+            run.onStep = [&](std::int64_t k, double loss, const NodeMemory &mem) {
+                m_channel->send(QJsonObject{{"type", "step"},
+                                            {"epoch", a.epoch},
+                                            {"rank", a.rank},
+                                            {"step", double(k)},
+                                            {"loss", loss},
+                                            {"t", QString::number(net::monotonicNs())},
+                                            {"memory", memoryJson(mem)}});
+            };
+            run.onCheckpoint = [&](std::int64_t stepsDone, const torch::Tensor &params) {
+                if (a.recoveryEvery > 0 && stepsDone % a.recoveryEvery == 0) {
+                    memory::NodeScope uncharged(-1); // the runtime's copy, not the training's memory
+                    ckpt = params.clone();
+                    ckptSteps = stepsDone;
+                }
+                if (a.diskEvery > 0 && a.rank == 0 && stepsDone % a.diskEvery == 0)
+                    m_channel->send(QJsonObject{{"type", "checkpoint"}, {"epoch", a.epoch},
+                                                {"steps_done", double(stepsDone)}},
+                                    tensorBlob(params));
+            };
+            NodeResult result = runNode(config, run);
+            QJsonObject stats;
+            for (const auto &[key, value] : result.stats)
+                stats.insert(QString::fromStdString(key), value);
+            outcome = QJsonObject{{"type", "done"},
+                                  {"epoch", a.epoch},
+                                  {"rank", a.rank},
+                                  {"seconds", result.seconds},
+                                  {"bytes_sent", double(telemetry.bytesSent())},
+                                  {"memory", memoryJson(result.memory)},
+                                  {"peak", double(memory::usage(m_opts.memorySlot).peak)},
+                                  {"stats", stats}};
+            if (result.async.updates > 0)
+                outcome.insert("async", QJsonObject{{"updates", double(result.async.updates)},
+                                                    {"max_staleness", double(result.async.maxStaleness)},
+                                                    {"pushes", intArray(result.async.pushes)},
+                                                    {"discarded", intArray(result.async.discarded)},
+                                                    {"waits", intArray(result.async.waits)},
+                                                    {"joined_at", intArray(result.async.joinedAt)},
+                                                    {"lost", intArray(result.async.lost)},
+                                                    {"histogram", intArray(result.async.stalenessHistogram)}});
+            if (a.rank == 0)
+                outcomeBlob = tensorBlob(result.finalParams);
+        } catch (const std::exception &e) {
+            outcome = QJsonObject{{"type", "failed"},
+                                  {"epoch", a.epoch},
+                                  {"rank", a.rank},
+                                  {"error", e.what()},
+                                  {"ckpt_steps", double(ckptSteps)}};
+            outcomeBlob = tensorBlob(ckpt);
+        }
+        {
+            std::lock_guard lock(m_mutex);
+            m_transport = nullptr;
+            m_telemetry = nullptr;
+        }
+        if (transport)
+            transport->setTraceSink(nullptr);
+        const QByteArray tail = telemetry.take();
+        if (!tail.isEmpty())
+            sendQuietly(QJsonObject{{"type", "trace"}, {"epoch", a.epoch}}, tail);
+        transport.reset(); // close the data plane before saying we are done
+        sendQuietly(outcome, outcomeBlob);
+    }
+
+    const NodeAgentOptions m_opts;
+    std::function<void(const std::string &)> m_log;
+    std::unique_ptr<net::ControlChannel> m_channel;
+    std::thread m_heartbeat;
+    std::thread m_epochThread;
+    std::atomic<bool> m_stop{false};
+    std::mutex m_stopMutex;
+    std::condition_variable m_stopCv;
+    std::map<std::string, std::pair<std::shared_ptr<const DataSource>, std::int64_t>> m_data;
+
+    std::mutex m_mutex; // guards everything below
+    std::condition_variable m_cv;
+    int m_epoch = 0;
+    bool m_aborted = false;
+    bool m_started = false;
+    std::optional<std::vector<std::pair<std::string, std::uint16_t>>> m_peers;
+    net::Transport *m_transport = nullptr;
+    TelemetryBuffer *m_telemetry = nullptr;
+};
+
+} // namespace
+
+int runNodeAgent(const NodeAgentOptions &options, const std::function<void(const std::string &)> &log)
+{
+    Agent agent(options, log);
+    return agent.run();
+}
+
+} // namespace smol::engine

@@ -1,0 +1,370 @@
+// The cluster runtime in one process: a Coordinator and node agents as
+// threads, talking the real control protocol over loopback TCP. Same result
+// as the embedded trainer; wrong tokens refused; heartbeat loss; clock offset
+// estimation; a node killed mid-run (ddp re-forms from the in-memory
+// checkpoint, edp trains on); a late joiner taken in at the re-form;
+// checkpoints on disk and resuming from them.
+#include "engine/checkpoint_file.h"
+#include "engine/cluster/coordinator.h"
+#include "engine/cluster/node_agent.h"
+#include "engine/memory_tracker.h"
+#include "net/control_channel.h"
+#include "net/errors.h"
+#include "net/trace.h"
+#include "param_match.h"
+
+#include <QtTest>
+
+#include <QFile>
+#include <QTemporaryDir>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+using namespace smol;
+using namespace smol::engine;
+
+namespace {
+
+const std::string kToken = "tst-cluster-token";
+
+// N agent threads joined to a coordinator; shut down and joined on exit.
+class LocalNodes {
+public:
+    LocalNodes(Coordinator &c, int n) : m_c(c)
+    {
+        for (int k = 0; k < n; ++k)
+            add();
+        QVERIFY(m_c.waitForNodes(n, std::chrono::seconds(20)));
+    }
+    ~LocalNodes()
+    {
+        m_c.shutdownNodes();
+        for (auto &t : m_threads)
+            t.join();
+    }
+    void add(const std::string &token = kToken)
+    {
+        const int slot = int(m_threads.size());
+        m_threads.emplace_back([this, slot, token] {
+            NodeAgentOptions o;
+            o.port = m_c.port();
+            o.token = token;
+            o.name = "t" + std::to_string(slot);
+            o.bindAddress = "127.0.0.1";
+            o.memorySlot = slot;
+            o.inProcess = true;
+            try {
+                runNodeAgent(o, {});
+            } catch (const std::exception &e) {
+                std::lock_guard lock(m_mutex);
+                m_errors.push_back(e.what());
+            }
+        });
+    }
+    std::vector<std::string> errors()
+    {
+        std::lock_guard lock(m_mutex);
+        return m_errors;
+    }
+
+private:
+    Coordinator &m_c;
+    std::vector<std::thread> m_threads;
+    std::mutex m_mutex;
+    std::vector<std::string> m_errors;
+};
+
+CoordinatorOptions options()
+{
+    CoordinatorOptions o;
+    o.bindAddress = "127.0.0.1";
+    o.token = kToken;
+    return o;
+}
+
+TrainConfig config(const std::string &strategy, int nodes, std::int64_t steps)
+{
+    TrainConfig c;
+    c.strategy = strategy;
+    c.nodes = nodes;
+    c.steps = steps;
+    c.seed = 7;
+    c.globalBatch = 60;
+    return c;
+}
+
+// Calls `action` once, on the run's thread, when step `at` completes.
+class AtStep : public TrainObserver {
+public:
+    AtStep(std::int64_t at, std::function<void()> action) : m_at(at), m_action(std::move(action)) {}
+    void onStep(const StepReport &r) override
+    {
+        losses.push_back(r.loss);
+        if (r.step >= m_at && !m_done.exchange(true))
+            m_action();
+    }
+    std::vector<double> losses;
+
+private:
+    std::int64_t m_at;
+    std::function<void()> m_action;
+    std::atomic<bool> m_done{false};
+};
+
+int nodeWithRank(Coordinator &c, int rank)
+{
+    for (const ClusterNode &n : c.nodes())
+        if (n.rank == rank && n.state != ClusterNode::State::Lost)
+            return n.id;
+    return -1;
+}
+
+} // namespace
+
+class TestCluster : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void initTestCase()
+    {
+        memory::install();
+        torch::set_num_threads(1);
+    }
+    void sameResultAsEmbedded_data();
+    void sameResultAsEmbedded();
+    void wrongTokenIsRefused();
+    void silentNodeIsLost();
+    void clockOffsetIsEstimated();
+    void killedNodeReforms();
+    void lateJoinerTakenInAtReform();
+    void edpTrainsOnWithoutAWorker();
+    void checkpointAndResume();
+    void badResumeFiles();
+};
+
+void TestCluster::sameResultAsEmbedded_data()
+{
+    QTest::addColumn<QString>("strategy");
+    QTest::newRow("ddp") << "ddp";
+    QTest::newRow("zero3") << "zero3";
+    QTest::newRow("syncps") << "syncps";
+}
+
+void TestCluster::sameResultAsEmbedded()
+{
+    QFETCH(QString, strategy);
+    const TrainConfig c = config(strategy.toStdString(), 3, 15);
+    const TrainSummary embedded = runTraining(c);
+    Coordinator coord(options());
+    LocalNodes nodes(coord, 3);
+    ClusterRunOptions ro;
+    ro.nodes = 3;
+    ro.recoveryEvery = 0; // no recovery gathers: the same bytes on the wire as embedded
+    const TrainSummary cluster = coord.run(c, ro);
+    QCOMPARE(cluster.nodes, 3);
+    QVERIFY(torch::equal(cluster.finalParams, embedded.finalParams)); // same code, same order of sums
+    QCOMPARE(cluster.finalLoss, embedded.finalLoss);
+    QCOMPARE(cluster.lossCurve.size(), embedded.lossCurve.size());
+    for (int r = 0; r < 3; ++r) {
+        QCOMPARE(cluster.memoryPerNode[std::size_t(r)].params, embedded.memoryPerNode[std::size_t(r)].params);
+        QCOMPARE(cluster.bytesSentPerNode[std::size_t(r)], embedded.bytesSentPerNode[std::size_t(r)]);
+    }
+}
+
+void TestCluster::wrongTokenIsRefused()
+{
+    Coordinator coord(options());
+    std::vector<std::string> logs;
+    std::mutex m;
+    coord.setLogSink([&](const std::string &l) {
+        std::lock_guard lock(m);
+        logs.push_back(l);
+    });
+    NodeAgentOptions o;
+    o.port = coord.port();
+    o.token = "not-the-token";
+    o.inProcess = true;
+    QVERIFY_THROWS_EXCEPTION(net::AuthError, runNodeAgent(o, {}));
+    QTRY_VERIFY_WITH_TIMEOUT(
+        [&] {
+            std::lock_guard lock(m);
+            return std::any_of(logs.begin(), logs.end(),
+                               [](const std::string &l) { return l.find("wrong token") != std::string::npos; });
+        }(),
+        5000);
+    QVERIFY(coord.nodes().empty());
+}
+
+void TestCluster::silentNodeIsLost()
+{
+    CoordinatorOptions o = options();
+    o.heartbeatTimeout = std::chrono::milliseconds(800);
+    Coordinator coord(o);
+    // Joins properly, then never says another word (a frozen process).
+    auto ch = net::ControlChannel::connect("127.0.0.1", coord.port(), kToken, std::chrono::seconds(5));
+    ch->send(QJsonObject{{"type", "hello"}, {"name", "frozen"}});
+    QVERIFY(coord.waitForNodes(1, std::chrono::seconds(5)));
+    QElapsedTimer t;
+    t.start();
+    QTRY_VERIFY_WITH_TIMEOUT(coord.nodes().at(0).state == ClusterNode::State::Lost, 5000);
+    QVERIFY2(t.elapsed() < 2500, qPrintable(QString::number(t.elapsed())));
+    QVERIFY(QString::fromStdString(coord.nodes().at(0).lostReason).contains("no heartbeat"));
+}
+
+void TestCluster::clockOffsetIsEstimated()
+{
+    Coordinator coord(options());
+    // A node whose clock runs 7 s ahead and whose replies dawdle a little.
+    const std::int64_t skew = 7'000'000'000;
+    auto ch = net::ControlChannel::connect("127.0.0.1", coord.port(), kToken, std::chrono::seconds(5));
+    ch->send(QJsonObject{{"type", "hello"}, {"name", "skewed"}});
+    std::atomic<bool> stop{false};
+    std::thread answer([&] {
+        try {
+            for (int i = 0; !stop; ++i) {
+                net::ControlMessage m = ch->receive();
+                if (m.type() != "ping")
+                    continue;
+                std::this_thread::sleep_for(std::chrono::microseconds(200 * (i % 5)));
+                ch->send(QJsonObject{{"type", "pong"},
+                                     {"t0", m.json.value("t0")},
+                                     {"tn", QString::number(net::monotonicNs() + skew)}});
+            }
+        } catch (const std::exception &) {
+        }
+    });
+    QTRY_VERIFY_WITH_TIMEOUT(!coord.nodes().empty() && coord.nodes().at(0).clockValid, 5000);
+    QTest::qWait(300);
+    const ClusterNode n = coord.nodes().at(0);
+    stop = true;
+    ch->close();
+    answer.join();
+    QVERIFY2(std::abs(n.clockOffsetNs - skew) <= n.clockErrorNs,
+             qPrintable(QString("offset %1 ns, error %2 ns").arg(n.clockOffsetNs).arg(n.clockErrorNs)));
+    QVERIFY(n.clockErrorNs < 20'000'000); // loopback: well under 20 ms
+}
+
+void TestCluster::killedNodeReforms()
+{
+    Coordinator coord(options());
+    LocalNodes nodes(coord, 3);
+    const TrainConfig c = config("ddp", 3, 120);
+    const TrainSummary reference = runTraining(c);
+    AtStep killer(40, [&] { coord.kill(nodeWithRank(coord, 1)); });
+    ClusterRunOptions ro;
+    ro.nodes = 3;
+    const TrainSummary s = coord.run(c, ro, &killer);
+    QCOMPARE(s.nodes, 2);
+    QCOMPARE(s.extra.at("reforms"), 1.0);
+    QCOMPARE(int(s.lossCurve.size()), 120);
+    for (double l : s.lossCurve)
+        QVERIFY(std::isfinite(l));
+    QVERIFY(s.finalLoss < s.lossCurve.front());
+    // Redone from the last completed step, on 2 nodes instead of 3: the
+    // same mathematics as the uninterrupted run (SGD, same global batches).
+    const QString mismatch = test::paramMismatch(s, reference);
+    QVERIFY2(mismatch.isEmpty(), qPrintable(mismatch));
+}
+
+void TestCluster::lateJoinerTakenInAtReform()
+{
+    Coordinator coord(options());
+    LocalNodes nodes(coord, 2);
+    const TrainConfig c = config("ddp", 2, 150);
+    int lateId = -1;
+    AtStep joiner(20, [&] {
+        nodes.add();
+        QVERIFY(coord.waitForNodes(3, std::chrono::seconds(10)));
+        lateId = 2;
+        coord.kill(nodeWithRank(coord, 1));
+    });
+    ClusterRunOptions ro;
+    ro.nodes = 2;
+    const TrainSummary s = coord.run(c, ro, &joiner);
+    QCOMPARE(s.extra.at("reforms"), 1.0);
+    QCOMPARE(s.nodes, 2); // the survivor and the late joiner
+    const ClusterNode late = coord.nodes().at(std::size_t(lateId));
+    QCOMPARE(late.state, ClusterNode::State::Idle);
+    QCOMPARE(late.rank, 1);
+    const QString mismatch = test::paramMismatch(s, runTraining(c));
+    QVERIFY2(mismatch.isEmpty(), qPrintable(mismatch));
+}
+
+void TestCluster::edpTrainsOnWithoutAWorker()
+{
+    Coordinator coord(options());
+    LocalNodes nodes(coord, 4);
+    TrainConfig c = config("edp", 4, 400);
+    AtStep killer(80, [&] { coord.kill(nodeWithRank(coord, 2)); });
+    ClusterRunOptions ro;
+    ro.nodes = 4;
+    const TrainSummary s = coord.run(c, ro, &killer);
+    QCOMPARE(s.async.updates, 400);
+    QCOMPARE(s.extra.at("reforms"), 0.0);
+    QCOMPARE(s.lostRanks, std::vector<int>{2});
+    QCOMPARE(s.async.lost.at(2), 1);
+    QVERIFY(s.async.pushes.at(1) + s.async.pushes.at(3) > 300); // the others carried on
+    QVERIFY(s.finalLoss < s.lossCurve.front());
+}
+
+void TestCluster::checkpointAndResume()
+{
+    QTemporaryDir dir;
+    const QString ckdir = dir.filePath("ck");
+    Coordinator coord(options());
+    LocalNodes nodes(coord, 3);
+    const TrainConfig c = config("ddp", 2, 40);
+    ClusterRunOptions ro;
+    ro.nodes = 2;
+    ro.checkpointEvery = 15;
+    ro.checkpointDir = ckdir;
+    const TrainSummary whole = coord.run(c, ro);
+    const Checkpoint ck = readCheckpoint(ckdir);
+    QCOMPARE(ck.stepsDone, 30); // 15 and 30; never the last step
+    QCOMPARE(std::int64_t(ck.params.size()), whole.paramCount);
+    QCOMPARE(QDir(ckdir).entryList(QDir::Files), QStringList{"checkpoint.smolckpt"});
+
+    // Resume on the same world: bit for bit the same as never stopping.
+    ClusterRunOptions resume;
+    resume.nodes = 2;
+    resume.resumeDir = ckdir;
+    const TrainSummary resumed = coord.run(c, resume);
+    QVERIFY(torch::equal(resumed.finalParams, whole.finalParams));
+    // On 3 nodes with zero2: the same mathematics.
+    TrainConfig c3 = c;
+    c3.strategy = "zero2";
+    c3.nodes = 3;
+    resume.nodes = 3;
+    const TrainSummary wider = coord.run(c3, resume);
+    const QString mismatch = test::paramMismatch(wider, whole);
+    QVERIFY2(mismatch.isEmpty(), qPrintable(mismatch));
+}
+
+void TestCluster::badResumeFiles()
+{
+    QTemporaryDir dir;
+    Coordinator coord(options());
+    LocalNodes nodes(coord, 1);
+    ClusterRunOptions ro;
+    ro.nodes = 1;
+    ro.resumeDir = dir.filePath("missing");
+    QVERIFY_THROWS_EXCEPTION(CheckpointError, coord.run(config("single", 1, 5), ro));
+    // A checkpoint of another model.
+    Checkpoint other;
+    other.stepsDone = 2;
+    other.params.assign(10, 1.0f);
+    writeCheckpoint(dir.filePath("other"), other);
+    ro.resumeDir = dir.filePath("other");
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, coord.run(config("single", 1, 5), ro));
+    // Truncated.
+    QFile f(checkpointPath(dir.filePath("other")));
+    QVERIFY(f.resize(f.size() / 2));
+    QVERIFY_THROWS_EXCEPTION(CheckpointError, coord.run(config("single", 1, 5), ro));
+    // The cluster is still usable.
+    ro.resumeDir.clear();
+    QCOMPARE(coord.run(config("single", 1, 5), ro).steps, 5);
+}
+
+QTEST_GUILESS_MAIN(TestCluster)
+#include "tst_cluster.moc"
