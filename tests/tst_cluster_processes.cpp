@@ -1,0 +1,272 @@
+// The cluster runtime with real processes: `smolctl train --listen` as the
+// coordinator and `smolctl node --join` processes on loopback. Same result
+// as the embedded run; a wrong token refused; kill -9 of a node mid-run
+// (ddp re-forms and finishes, edp trains on); clocks skewed by seconds
+// corrected onto the coordinator's timeline within the reported error.
+#include "engine/cluster/coordinator.h"
+#include "engine/memory_tracker.h"
+#include "net/trace.h"
+
+#include <QtTest>
+
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QRegularExpression>
+
+#include <mutex>
+#include <signal.h>
+
+using namespace smol;
+using namespace smol::engine;
+
+namespace {
+
+const QString kToken = QStringLiteral("tst-processes-token");
+
+// A smolctl process whose output is collected as it arrives.
+class Smolctl {
+public:
+    explicit Smolctl(const QStringList &args)
+    {
+        m_p.setProgram(QStringLiteral(SMOLCTL_PATH));
+        m_p.setArguments(args);
+        m_p.start();
+    }
+    ~Smolctl()
+    {
+        if (m_p.state() != QProcess::NotRunning) {
+            m_p.kill();
+            m_p.waitForFinished(5000);
+        }
+    }
+    void pump()
+    {
+        m_p.waitForReadyRead(20);
+        m_out += QString::fromUtf8(m_p.readAllStandardOutput());
+        m_err += QString::fromUtf8(m_p.readAllStandardError());
+    }
+    // Waits until stdout+stderr match `re`; returns the match (or an invalid one).
+    QRegularExpressionMatch waitFor(const QRegularExpression &re, int ms = 60000)
+    {
+        QElapsedTimer t;
+        t.start();
+        for (;;) {
+            pump();
+            const QRegularExpressionMatch m = re.match(m_err + m_out);
+            if (m.hasMatch() || t.elapsed() > ms || m_p.state() == QProcess::NotRunning) {
+                pump();
+                return re.match(m_err + m_out);
+            }
+        }
+    }
+    int finish(int ms = 120000)
+    {
+        QElapsedTimer t;
+        t.start();
+        while (m_p.state() != QProcess::NotRunning && t.elapsed() < ms)
+            pump();
+        pump();
+        return m_p.state() == QProcess::NotRunning ? m_p.exitCode() : -1;
+    }
+    void killNine() { ::kill(pid_t(m_p.processId()), SIGKILL); }
+    const QString &out() const { return m_out; }
+    const QString &err() const { return m_err; }
+    QJsonObject summary() const
+    {
+        const QStringList lines = m_out.split('\n', Qt::SkipEmptyParts);
+        return lines.isEmpty() ? QJsonObject{} : QJsonDocument::fromJson(lines.last().toUtf8()).object();
+    }
+    int lastStep() const
+    {
+        static const QRegularExpression re(QStringLiteral("\"step\":(\\d+)"));
+        int last = -1;
+        for (auto it = re.globalMatch(m_out); it.hasNext();)
+            last = it.next().captured(1).toInt();
+        return last;
+    }
+
+private:
+    QProcess m_p;
+    QString m_out;
+    QString m_err;
+};
+
+// A coordinator process and `n` node processes, joined in order (process i
+// is node i, hence rank i in the first epoch).
+struct Cluster {
+    std::unique_ptr<Smolctl> coordinator;
+    std::vector<std::unique_ptr<Smolctl>> nodes;
+
+    bool start(const QStringList &trainArgs, int n)
+    {
+        coordinator = std::make_unique<Smolctl>(QStringList{"train", "--listen", "0", "--token", kToken, "--json"} +
+                                                trainArgs);
+        const auto port = coordinator->waitFor(QRegularExpression("listening on port (\\d+)"));
+        if (!port.hasMatch())
+            return false;
+        for (int i = 0; i < n; ++i) {
+            nodes.push_back(std::make_unique<Smolctl>(QStringList{"node", "--join", "127.0.0.1:" + port.captured(1),
+                                                                  "--token", kToken, "--name",
+                                                                  "proc" + QString::number(i)}));
+            if (!coordinator->waitFor(QRegularExpression(QString("node %1 'proc%1' joined").arg(i))).hasMatch())
+                return false;
+        }
+        return true;
+    }
+    void waitForStep(int step)
+    {
+        QElapsedTimer t;
+        t.start();
+        while (coordinator->lastStep() < step && t.elapsed() < 60000)
+            coordinator->pump();
+    }
+};
+
+QJsonObject embeddedSummary(const QStringList &trainArgs)
+{
+    Smolctl p(QStringList{"train", "--json"} + trainArgs);
+    if (p.finish() != 0)
+        return {};
+    return p.summary();
+}
+
+class Recorder : public net::TraceSink {
+public:
+    void onFrame(const net::FrameEvent &e) override
+    {
+        std::lock_guard lock(m_mutex);
+        events.push_back(e);
+    }
+    std::mutex m_mutex;
+    std::vector<net::FrameEvent> events;
+};
+
+} // namespace
+
+class TestClusterProcesses : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void processesMatchEmbedded();
+    void killNineDdpReforms();
+    void killNineEdpTrainsOn();
+    void skewedClocksAreCorrected();
+};
+
+void TestClusterProcesses::processesMatchEmbedded()
+{
+    const QStringList args{"--strategy", "ddp", "--nodes", "3", "--steps", "20", "--seed", "5"};
+    const QJsonObject embedded = embeddedSummary(args);
+    QVERIFY(!embedded.isEmpty());
+    Cluster c;
+    QVERIFY2(c.start(args, 3), qPrintable(c.coordinator->err()));
+    // A fourth node with the wrong token is refused; the run does not notice.
+    Smolctl intruder(QStringList{"node", "--join", "127.0.0.1:" +
+                                     c.coordinator->waitFor(QRegularExpression("port (\\d+)")).captured(1),
+                                 "--token", "wrong"});
+    QCOMPARE(intruder.finish(30000), 2);
+    QVERIFY2(intruder.err().contains("cannot join"), qPrintable(intruder.err()));
+    QCOMPARE(c.coordinator->finish(), 0);
+    QVERIFY2(c.coordinator->err().contains("wrong token"), qPrintable(c.coordinator->err()));
+    const QJsonObject s = c.coordinator->summary();
+    QCOMPARE(s.value("param_checksum").toDouble(), embedded.value("param_checksum").toDouble());
+    QCOMPARE(s.value("final_loss").toDouble(), embedded.value("final_loss").toDouble());
+    for (auto &n : c.nodes)
+        QCOMPARE(n->finish(), 0); // told to shut down
+}
+
+void TestClusterProcesses::killNineDdpReforms()
+{
+    Cluster c;
+    QVERIFY(c.start({"--strategy", "ddp", "--nodes", "3", "--steps", "300", "--seed", "2"}, 3));
+    c.waitForStep(30);
+    c.nodes[1]->killNine();
+    QCOMPARE(c.coordinator->finish(), 0);
+    const QJsonObject s = c.coordinator->summary();
+    QVERIFY2(c.coordinator->err().contains("re-forming"), qPrintable(c.coordinator->err()));
+    QCOMPARE(s.value("nodes").toInt(), 2);
+    QCOMPARE(s.value("reforms").toDouble(), 1.0);
+    QCOMPARE(s.value("steps").toInt(), 300);
+    const double finalLoss = s.value("final_loss").toDouble();
+    QVERIFY2(std::isfinite(finalLoss) && finalLoss < 0.9, qPrintable(QString::number(finalLoss)));
+}
+
+void TestClusterProcesses::killNineEdpTrainsOn()
+{
+    Cluster c;
+    QVERIFY(c.start({"--strategy", "edp", "--nodes", "4", "--steps", "600", "--global-batch", "48", "--seed", "2"}, 4));
+    c.waitForStep(60);
+    c.nodes[2]->killNine();
+    QCOMPARE(c.coordinator->finish(), 0);
+    const QJsonObject s = c.coordinator->summary();
+    QCOMPARE(s.value("updates_applied").toInt(), 600);
+    QCOMPARE(s.value("lost_ranks").toArray(), QJsonArray{2});
+    QCOMPARE(s.value("reforms").toDouble(), 0.0);
+    QVERIFY(s.value("final_loss").toDouble() < 1.2);
+}
+
+void TestClusterProcesses::skewedClocksAreCorrected()
+{
+    memory::install();
+    CoordinatorOptions co;
+    co.bindAddress = "127.0.0.1";
+    co.token = kToken.toStdString();
+    Coordinator coord(co);
+    Recorder recorder;
+    coord.setTraceSink(&recorder);
+    const QString where = "127.0.0.1:" + QString::number(coord.port());
+    const std::vector<double> skewMs{5000, -3000};
+    std::vector<std::unique_ptr<Smolctl>> nodes;
+    for (std::size_t i = 0; i < skewMs.size(); ++i) {
+        nodes.push_back(std::make_unique<Smolctl>(QStringList{"node", "--join", where, "--token", kToken,
+                                                              "--clock-skew", QString::number(skewMs[i])}));
+        QVERIFY(coord.waitForNodes(int(i) + 1, std::chrono::seconds(30)));
+    }
+    QTRY_VERIFY_WITH_TIMEOUT(coord.nodes().at(1).clockValid, 5000);
+    TrainConfig c;
+    c.strategy = "ddp";
+    c.nodes = 2;
+    c.steps = 10;
+    ClusterRunOptions ro;
+    ro.nodes = 2;
+    const std::int64_t t0 = net::monotonicNs();
+    coord.run(c, ro);
+    const std::int64_t t1 = net::monotonicNs();
+    coord.shutdownNodes();
+
+    const std::vector<ClusterNode> info = coord.nodes();
+    std::vector<std::int64_t> err;
+    for (std::size_t i = 0; i < skewMs.size(); ++i) {
+        const std::int64_t skew = std::int64_t(skewMs[i] * 1e6);
+        QVERIFY2(std::abs(info[i].clockOffsetNs - skew) <= info[i].clockErrorNs,
+                 qPrintable(QString("node %1: offset %2 ns, error %3 ns")
+                                .arg(i).arg(info[i].clockOffsetNs).arg(info[i].clockErrorNs)));
+        QVERIFY(info[i].clockErrorNs < 50'000'000);
+        err.push_back(info[i].clockErrorNs);
+    }
+    // Every event lies within the run on the coordinator's clock, and every
+    // frame arrives after it left, to within the two nodes' errors. (Rank i
+    // is node i: they joined in that order.)
+    QVERIFY2(recorder.events.size() >= 40, qPrintable(QString::number(recorder.events.size())));
+    int receives = 0;
+    for (const net::FrameEvent &e : recorder.events) {
+        const std::int64_t slack = err[0] + err[1];
+        auto inRun = [&](std::int64_t t) { return t >= t0 - slack && t <= t1 + slack; };
+        QVERIFY(inRun(e.sendStartNs));
+        if (e.side == net::FrameEvent::Side::Send) {
+            QVERIFY(inRun(e.sendCompleteNs));
+        } else {
+            ++receives;
+            QVERIFY(inRun(e.recvCompleteNs));
+            QVERIFY2(e.recvCompleteNs >= e.sendStartNs - slack,
+                     qPrintable(QString("frame %1->%2 arrived %3 ns before it left")
+                                    .arg(e.src).arg(e.dst).arg(e.sendStartNs - e.recvCompleteNs)));
+        }
+    }
+    QVERIFY(receives >= 20);
+    for (auto &n : nodes)
+        QCOMPARE(n->finish(), 0);
+}
+
+QTEST_GUILESS_MAIN(TestClusterProcesses)
+#include "tst_cluster_processes.moc"
