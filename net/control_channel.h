@@ -63,6 +63,7 @@ public:
     // The peer's IPv4 address as text ("127.0.0.1").
     std::string peerAddress() const;
     bool isOpen() const;
+    int fdForTesting() const { return m_fd; } // tests write raw bytes past the framing
 
 private:
     int m_fd = -1;

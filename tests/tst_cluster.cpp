@@ -10,6 +10,7 @@
 #include "engine/memory_tracker.h"
 #include "net/control_channel.h"
 #include "net/errors.h"
+#include "net/socket_util.h"
 #include "net/trace.h"
 #include "param_match.h"
 
@@ -20,7 +21,10 @@
 
 #include <atomic>
 #include <mutex>
+#include <poll.h>
+#include <sys/socket.h>
 #include <thread>
+#include <unistd.h>
 
 using namespace smol;
 using namespace smol::engine;
@@ -141,6 +145,8 @@ private Q_SLOTS:
     void edpTrainsOnWithoutAWorker();
     void checkpointAndResume();
     void badResumeFiles();
+    void stopEndsTheRun();
+    void malformedControlTrafficIsDropped();
 };
 
 void TestCluster::sameResultAsEmbedded_data()
@@ -248,6 +254,12 @@ void TestCluster::clockOffsetIsEstimated()
 void TestCluster::killedNodeReforms()
 {
     Coordinator coord(options());
+    std::mutex m;
+    QStringList logs;
+    coord.setLogSink([&](const std::string &l) {
+        std::lock_guard lock(m);
+        logs << QString::fromStdString(l);
+    });
     LocalNodes nodes(coord, 3);
     const TrainConfig c = config("ddp", 3, 120);
     const TrainSummary reference = runTraining(c);
@@ -265,6 +277,11 @@ void TestCluster::killedNodeReforms()
     // same mathematics as the uninterrupted run (SGD, same global batches).
     const QString mismatch = test::paramMismatch(s, reference);
     QVERIFY2(mismatch.isEmpty(), qPrintable(mismatch));
+    std::lock_guard lock(m);
+    // The survivors' own account arrives in the coordinator's log.
+    QVERIFY2(!logs.filter(QRegularExpression("node \\d 't\\d': epoch 1 \\(rank \\d\\) ended")).isEmpty(),
+             qPrintable(logs.join('\n')));
+    QVERIFY(!logs.filter("re-forming").isEmpty());
 }
 
 void TestCluster::lateJoinerTakenInAtReform()
@@ -364,6 +381,67 @@ void TestCluster::badResumeFiles()
     // The cluster is still usable.
     ro.resumeDir.clear();
     QCOMPARE(coord.run(config("single", 1, 5), ro).steps, 5);
+}
+
+void TestCluster::stopEndsTheRun()
+{
+    Coordinator coord(options());
+    LocalNodes nodes(coord, 2);
+    AtStep stopper(10, [&] { coord.stop(); });
+    ClusterRunOptions ro;
+    ro.nodes = 2;
+    try {
+        coord.run(config("ddp", 2, 100000), ro, &stopper);
+        QFAIL("the run did not stop");
+    } catch (const std::runtime_error &e) {
+        QCOMPARE(QString(e.what()), QString("stopped by the user"));
+    }
+    QVERIFY(stopper.losses.size() < 1000);
+    // Both nodes are idle again and run the next job.
+    QCOMPARE(coord.run(config("ddp", 2, 5), ro).steps, 5);
+}
+
+void TestCluster::malformedControlTrafficIsDropped()
+{
+    Coordinator coord(options());
+    // Not authenticated: garbage instead of a proof.
+    {
+        const int fd = net::sock::connectTcp("127.0.0.1", coord.port(), std::chrono::seconds(2));
+        const std::string junk(200, 'x');
+        ::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
+        char buf[256];
+        pollfd p{fd, POLLIN, 0};
+        QElapsedTimer t;
+        t.start();
+        ssize_t got = 1;
+        while (got > 0 && t.elapsed() < 5000) // read the hello, then the close
+            got = ::poll(&p, 1, 100) > 0 ? ::recv(fd, buf, sizeof buf, 0) : 1;
+        QCOMPARE(got, ssize_t(0));
+        ::close(fd);
+    }
+    // Authenticated, then a bad header, a lying length, a non-object.
+    const std::vector<QByteArray> bad{
+        QByteArray("GARBAGE!GARBAGE!"),
+        QByteArray("SMCT") + QByteArray("\xff\xff\xff\x7f", 4) + QByteArray(8, '\0'),
+        QByteArray("SMCT") + QByteArray("\x02\0\0\0", 4) + QByteArray(8, '\0') + "[]",
+        QByteArray("SMCT") + QByteArray("\x0b\0\0\0", 4) + QByteArray("\0\0\0\x41\0\0\0\0", 8) +
+            "{\"type\":\"x\"}",
+    };
+    for (std::size_t i = 0; i < bad.size(); ++i) {
+        auto ch = net::ControlChannel::connect("127.0.0.1", coord.port(), kToken, std::chrono::seconds(5));
+        ch->send(QJsonObject{{"type", "hello"}, {"name", "liar"}});
+        QTRY_COMPARE_WITH_TIMEOUT(coord.nodes().size(), i + 1, 5000);
+        // Raw bytes past the channel's framing.
+        QVERIFY(::send(ch->fdForTesting(), bad[i].constData(), std::size_t(bad[i].size()), MSG_NOSIGNAL) > 0);
+        QTRY_VERIFY_WITH_TIMEOUT(coord.nodes().at(i).state == ClusterNode::State::Lost, 5000);
+        QVERIFY(!coord.nodes().at(i).lostReason.empty());
+        QVERIFY(coord.nodes().at(i).lostReason.find('\n') == std::string::npos);
+    }
+    // The coordinator still works.
+    LocalNodes nodes(coord, 1);
+    ClusterRunOptions ro;
+    ro.nodes = 1;
+    QCOMPARE(coord.run(config("single", 1, 3), ro).steps, 3);
 }
 
 QTEST_GUILESS_MAIN(TestCluster)

@@ -153,6 +153,9 @@ TrainSummary runClusterTraining(const TrainConfig &config, ClusterCliOptions o, 
 
     std::mutex printMutex;
     auto log = [&](const std::string &line) {
+        // Threads of this process joining it is no news; losses, re-forms and checkpoints are.
+        if (!o.listen && (line.find(" joined") != std::string::npos || line.find("clock offset") != std::string::npos))
+            return;
         std::lock_guard lock(printMutex);
         err << "smolctl: " << QString::fromStdString(line) << "\n";
         err.flush();

@@ -104,7 +104,8 @@ std::int64_t paramCountOf(const ModelConfig &model)
 }
 
 struct Event {
-    int node = -1;
+    int node = -1; // -1 with stop: the user's stop
+    bool stop = false;
     bool lost = false;
     std::string reason;
     net::ControlMessage message;
@@ -323,8 +324,13 @@ struct Coordinator::Private {
                     forwardTrace(m);
                     continue;
                 }
+                if (type == "log") {
+                    log("node " + std::to_string(c->info.id) + " '" + c->info.name +
+                        "': " + m.json.value(QStringLiteral("text")).toString().left(1000).toStdString());
+                    continue;
+                }
                 std::lock_guard lock(mutex);
-                events.push_back(Event{c->info.id, false, {}, std::move(m)});
+                events.push_back(Event{c->info.id, false, false, {}, std::move(m)});
                 changed.notify_all();
             }
         } catch (const std::exception &e) {
@@ -372,7 +378,7 @@ struct Coordinator::Private {
                 return;
             c.info.state = ClusterNode::State::Lost;
             c.info.lostReason = shuttingDown ? "shut down" : reason;
-            events.push_back(Event{c.info.id, true, reason, {}});
+            events.push_back(Event{c.info.id, false, true, reason, {}});
         }
         c.channel->close();
         changed.notify_all();
@@ -520,6 +526,15 @@ void Coordinator::kill(int nodeId)
     d->send(nodeId, QJsonObject{{"type", "kill"}});
 }
 
+void Coordinator::stop()
+{
+    {
+        std::lock_guard lock(d->mutex);
+        d->events.push_back(Event{-1, true, false, {}, {}});
+    }
+    d->changed.notify_all();
+}
+
 void Coordinator::shutdownNodes()
 {
     d->shuttingDown = true;
@@ -544,6 +559,11 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
         throw std::invalid_argument("--checkpoint-every needs --checkpoint-dir");
     TrainConfig config = configIn;
     config.model.seed = config.seed;
+    {
+        std::lock_guard lock(d->mutex); // a stop() between runs does not stop this one
+        d->events.erase(std::remove_if(d->events.begin(), d->events.end(), [](const Event &e) { return e.stop; }),
+                        d->events.end());
+    }
     const std::unique_ptr<Strategy> kind = makeStrategy(config.strategy);
     const bool async = kind->isAsynchronous();
     if (async && (options.checkpointEvery > 0 || !options.resumeDir.isEmpty()))
@@ -624,7 +644,7 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
             std::lock_guard lock(d->mutex);
             d->traceEpoch = epoch;
             d->epochNodeOfRank = members;
-            d->events.clear(); // whatever the previous epoch still said is moot
+            // Messages of earlier epochs are skipped by their epoch number; losses stay.
             for (int r = 0; r < world; ++r) {
                 d->conn(members[std::size_t(r)]).info.rank = r;
                 d->conn(members[std::size_t(r)]).info.state = ClusterNode::State::Running;
@@ -656,6 +676,7 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
         torch::Tensor bestCkpt;
         bool aborting = false;
         bool started = false;
+        bool stopped = false;
         auto rankOf = [&](int node) {
             auto it = std::find(members.begin(), members.end(), node);
             return it == members.end() ? -1 : int(it - members.begin());
@@ -685,11 +706,25 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
             const std::optional<Event> ev = d->nextEvent(phaseDeadline);
             if (!ev) {
                 // Someone is stuck in set-up (or in an abort): give up on it.
-                for (int r = 0; r < world; ++r)
-                    if (!lost[std::size_t(r)] && !finished[std::size_t(r)] && (!started || aborting)) {
-                        d->markLost(d->conn(members[std::size_t(r)]), "did not answer within " +
-                                        std::to_string(options.setupTimeout.count() / 1000) + " s");
-                    }
+                for (int r = 0; r < world; ++r) {
+                    if (lost[std::size_t(r)] || finished[std::size_t(r)] || (started && !aborting))
+                        continue;
+                    Private::Conn &c = d->conn(members[std::size_t(r)]);
+                    d->markLost(c, "did not answer within " + std::to_string(options.setupTimeout.count() / 1000) +
+                                       " s");
+                    lost[std::size_t(r)] = true; // its loss event, if any, is then skipped
+                    lostEver.insert(c.info.id);
+                    if (firstError.empty())
+                        firstError = nameOf(r) + " did not answer";
+                    abortAll();
+                }
+                phaseDeadline = Clock::now() + options.setupTimeout;
+                continue;
+            }
+            if (ev->stop) {
+                stopped = true;
+                firstError = "stopped by the user";
+                abortAll();
                 phaseDeadline = Clock::now() + options.setupTimeout;
                 continue;
             }
@@ -792,6 +827,8 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
             }
         }
 
+        if (stopped)
+            throw std::runtime_error("stopped by the user");
         const bool anyLost = std::any_of(lost.begin(), lost.end(), [](bool b) { return b; });
         if (!aborting) { // every node finished (edp: perhaps minus lost workers)
             TrainSummary s;

@@ -79,7 +79,8 @@ public:
     Coordinator &operator=(const Coordinator &) = delete;
 
     std::uint16_t port() const;
-    // Log lines (joins, refusals, losses, re-forms), from any thread.
+    // Log lines (joins, refusals, losses, re-forms, and what nodes log,
+    // prefixed with their name), from any thread.
     void setLogSink(std::function<void(const std::string &)> sink);
     // Every frame event of the nodes, moved onto this process's clock
     // (net::monotonicNs()); ranks are those of the current epoch. Not owned;
@@ -94,6 +95,9 @@ public:
     void kill(int nodeId);
     // Tell every node to exit cleanly.
     void shutdownNodes();
+    // End the current run (from any thread): every node aborts its epoch and
+    // run() throws std::runtime_error("stopped by the user").
+    void stop();
 
     // Blocking. Throws std::invalid_argument for a config the cluster cannot
     // run (one line), std::runtime_error naming the node otherwise.

@@ -108,10 +108,13 @@ public:
     }
 
 private:
+    // Printed here and sent up to the coordinator's log.
     void log(const std::string &text)
     {
         if (m_log)
             m_log(text);
+        if (m_channel && m_channel->isOpen())
+            sendQuietly(QJsonObject{{"type", "log"}, {"text", QString::fromStdString(text)}});
     }
 
     // Sends that may fail because the coordinator vanished: the control loop
@@ -399,6 +402,7 @@ private:
             if (a.rank == 0)
                 outcomeBlob = tensorBlob(result.finalParams);
         } catch (const std::exception &e) {
+            log("epoch " + std::to_string(a.epoch) + " (rank " + std::to_string(a.rank) + ") ended: " + e.what());
             outcome = QJsonObject{{"type", "failed"},
                                   {"epoch", a.epoch},
                                   {"rank", a.rank},
