@@ -232,10 +232,17 @@ void BreakpointController::startPause(const std::string &reason, int hitNode)
 
 void BreakpointController::before(int node, std::int64_t atStep, const net::CollectiveInfo &info)
 {
+    const std::uint64_t pauseId = decide(node, atStep, info);
+    if (pauseId != 0)
+        holdFor(pauseId, node, atStep, info);
+}
+
+std::uint64_t BreakpointController::decide(int node, std::int64_t atStep, const net::CollectiveInfo &info)
+{
     t_ticket = StepTicket{};
     Lock lock(m_mutex);
     if (m_aborted)
-        return;
+        return 0;
     std::string reason;
     if (!isPointToPoint(info.kind)) {
         // Decided once per sequence number, by the first node to get there.
@@ -253,13 +260,25 @@ void BreakpointController::before(int node, std::int64_t atStep, const net::Coll
         if (++d.arrivals >= m_nodes)
             m_decisions.erase(it);
         if (pauseId == 0 || !m_paused || pauseId != m_pauseId)
-            return; // S runs through (or its pause is already over)
-    } else if (!m_paused) {
+            return 0; // S runs through (or its pause is already over)
+        return pauseId;
+    }
+    if (!m_paused) {
         if (!m_pendingPause && !matchesAny(info, atStep, &reason))
-            return;
+            return 0;
         startPause(reason.empty() ? m_pendingReason : reason, node);
     }
+    return m_pauseId;
+}
+
+bool BreakpointController::holdFor(std::uint64_t pauseId, int node, std::int64_t atStep,
+                                   const net::CollectiveInfo &info)
+{
+    Lock lock(m_mutex);
+    if (m_aborted || !m_paused || m_pauseId != pauseId)
+        return false; // released while the caller fetched the buffer
     hold(lock, node, atStep, info);
+    return t_ticket.controller == this;
 }
 
 void BreakpointController::hold(Lock &lock, int node, std::int64_t atStep, const net::CollectiveInfo &info)

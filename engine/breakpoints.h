@@ -87,6 +87,17 @@ public:
     // runs. False when the node is not held; std::invalid_argument for NaN
     // into an integer buffer or an index out of range.
     bool edit(int node, const TensorEdit &edit);
+    // Nodes in other processes (engine/cluster/): the coordinator's proxy
+    // thread for a node's calling thread runs before() in two halves, so it
+    // fetches the node's buffer only when the node is held. decide() returns
+    // the pause the node must hold for (0: run through); holdFor() holds a
+    // copy of the node's buffer (the user's edits land in it) until that
+    // pause ends, and returns whether it ended with step() (then after() on
+    // the same thread reports the result).
+    std::uint64_t decide(int node, std::int64_t step, const net::CollectiveInfo &info);
+    bool holdFor(std::uint64_t pauseId, int node, std::int64_t step, const net::CollectiveInfo &info);
+    void afterRemote(int node, std::int64_t step, const net::CollectiveInfo &info) { after(node, step, info); }
+
     // The results of the collective the last step() released, once every
     // stepped node has them; nullptr on timeout.
     std::shared_ptr<const std::vector<TensorSnapshot>> waitForStepResults(std::chrono::milliseconds timeout);

@@ -298,10 +298,10 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
         c.breakpoints = &breakpoints;
         console.start();
     }
-    if (cluster.enabled && !breaks.empty())
-        return bad("--break pauses nodes of one process; it does not combine with the cluster options yet");
     TrainSummary s;
     try {
+        if (cluster.enabled)
+            cluster.breakpoints = c.breakpoints;
         s = cluster.enabled ? runClusterTraining(c, cluster, &progress, err) : runTraining(c, &progress);
     } catch (const std::invalid_argument &e) {
         return bad(e.what());

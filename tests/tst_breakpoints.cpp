@@ -3,7 +3,12 @@
 // result equals their mean. Every node pauses at the same collective; edits
 // change the result; bad specs fail in one line. Every wait is bounded and a
 // watchdog aborts the controller, so a broken pause fails instead of hanging.
+// The pause tests run twice: nodes as threads of runTraining(), and nodes as
+// cluster agents whose every collective asks the coordinator's controller
+// over the control plane (engine/cluster/).
 #include "engine/breakpoints.h"
+#include "engine/cluster/coordinator.h"
+#include "engine/cluster/node_agent.h"
 #include "engine/data_source.h"
 #include "engine/model.h"
 #include "engine/train_command.h"
@@ -37,21 +42,60 @@ TrainConfig ddpConfig(const std::string &strategy = "ddp", std::int64_t steps = 
     return c;
 }
 
-// runTraining on its own thread with the controller attached; the
-// destructor aborts the controller (releasing any held node) and joins.
+// runTraining (or a coordinator with 3 node agents) on its own thread with
+// the controller attached; the destructor aborts the controller (releasing
+// any held node) and joins.
 class Run {
 public:
-    Run(BreakpointController &controller, TrainConfig config) : m_controller(controller)
+    Run(BreakpointController &controller, TrainConfig config, bool cluster) : m_controller(controller)
     {
-        config.breakpoints = &controller;
-        m_result = std::async(std::launch::async, [config] { return runTraining(config); });
+        if (cluster) {
+            CoordinatorOptions co;
+            co.bindAddress = "127.0.0.1";
+            co.token = "tst-breakpoints";
+            m_coordinator = std::make_unique<Coordinator>(co);
+            for (int k = 0; k < config.nodes; ++k)
+                m_agents.emplace_back([this, k] {
+                    NodeAgentOptions o;
+                    o.port = m_coordinator->port();
+                    o.token = "tst-breakpoints";
+                    o.bindAddress = "127.0.0.1";
+                    o.memorySlot = k;
+                    o.inProcess = true;
+                    try {
+                        runNodeAgent(o, {});
+                    } catch (const std::exception &) {
+                    }
+                });
+            m_coordinator->waitForNodes(config.nodes, 20s);
+            config.transport = smol::net::TransportKind::Tcp;
+            ClusterRunOptions ro;
+            ro.nodes = config.nodes;
+            ro.breakpoints = &controller;
+            ro.recoveryEvery = 0;
+            Coordinator *c = m_coordinator.get();
+            m_result = std::async(std::launch::async, [c, config, ro] { return c->run(config, ro); });
+        } else {
+            config.breakpoints = &controller;
+            m_result = std::async(std::launch::async, [config] { return runTraining(config); });
+        }
         m_watchdog = std::thread([this] {
             std::unique_lock lock(m_mutex);
-            if (!m_done.wait_for(lock, 120s, [this] { return m_finished; }))
+            if (!m_done.wait_for(lock, 120s, [this] { return m_finished; })) {
                 m_controller.abort(); // the test then fails on a missing pause
+                if (m_coordinator)
+                    m_coordinator->stop();
+            }
         });
     }
-    ~Run() { finish(); }
+    ~Run()
+    {
+        finish();
+        if (m_coordinator)
+            m_coordinator->shutdownNodes();
+        for (auto &t : m_agents)
+            t.join();
+    }
     bool finish()
     {
         m_controller.abort();
@@ -69,12 +113,21 @@ public:
 
 private:
     BreakpointController &m_controller;
+    std::unique_ptr<Coordinator> m_coordinator;
+    std::vector<std::thread> m_agents;
     std::future<TrainSummary> m_result;
     std::thread m_watchdog;
     std::mutex m_mutex;
     std::condition_variable m_done;
     bool m_finished = false;
 };
+
+void modes()
+{
+    QTest::addColumn<bool>("cluster");
+    QTest::newRow("threads") << false;
+    QTest::newRow("cluster") << true;
+}
 
 torch::Tensor tensorOf(const TensorSnapshot &s)
 {
@@ -87,9 +140,11 @@ class TestBreakpoints : public QObject {
     Q_OBJECT
 private Q_SLOTS:
     void initTestCase() { torch::set_num_threads(1); }
+    void pausedTensorsAreLocalGradients_data() { modes(); }
     void pausedTensorsAreLocalGradients();
     void everyNodePausesAtTheSameCollective_data();
     void everyNodePausesAtTheSameCollective();
+    void editsChangeTheResult_data() { modes(); }
     void editsChangeTheResult();
     void parsesSpecs_data();
     void parsesSpecs();
@@ -100,10 +155,11 @@ private Q_SLOTS:
 
 void TestBreakpoints::pausedTensorsAreLocalGradients()
 {
+    QFETCH(bool, cluster);
     const std::int64_t kStep = 2;
     BreakpointController controller;
     controller.addBreakpoint(parseBreakpoint("allreduce@step=2,name=bucket0"));
-    Run run(controller, ddpConfig());
+    Run run(controller, ddpConfig(), cluster);
     const auto pause = controller.waitForPause(60s);
     QVERIFY2(pause, "no pause within 60 s");
     QVERIFY(pause->complete);
@@ -176,19 +232,25 @@ void TestBreakpoints::everyNodePausesAtTheSameCollective_data()
 {
     QTest::addColumn<QString>("strategy");
     QTest::addColumn<QString>("spec");
-    QTest::newRow("ddp/next") << "ddp" << "next";
-    QTest::newRow("ddp/allreduce@step=1") << "ddp" << "allreduce@step=1";
-    QTest::newRow("zero3/allgather@step=1") << "zero3" << "allgather@step=1";
-    QTest::newRow("zero2/reducescatter,rank=2") << "zero2" << "reducescatter,rank=2";
+    QTest::addColumn<bool>("cluster");
+    for (bool cluster : {false, true}) {
+        const char *mode = cluster ? "cluster/" : "threads/";
+        QTest::newRow(qPrintable(QString(mode) + "ddp/next")) << "ddp" << "next" << cluster;
+        QTest::newRow(qPrintable(QString(mode) + "ddp/allreduce@step=1")) << "ddp" << "allreduce@step=1" << cluster;
+        QTest::newRow(qPrintable(QString(mode) + "zero3/allgather@step=1")) << "zero3" << "allgather@step=1" << cluster;
+        QTest::newRow(qPrintable(QString(mode) + "zero2/reducescatter,rank=2"))
+            << "zero2" << "reducescatter,rank=2" << cluster;
+    }
 }
 
 void TestBreakpoints::everyNodePausesAtTheSameCollective()
 {
     QFETCH(QString, strategy);
     QFETCH(QString, spec);
+    QFETCH(bool, cluster);
     BreakpointController controller;
     controller.addBreakpoint(parseBreakpoint(spec.toStdString()));
-    Run run(controller, ddpConfig(strategy.toStdString()));
+    Run run(controller, ddpConfig(strategy.toStdString()), cluster);
     std::uint64_t seen = 0;
     std::uint64_t lastSeq = 0;
     for (int i = 0; i < 4; ++i) { // the breakpoint's pause, then three single steps
@@ -218,9 +280,10 @@ void TestBreakpoints::everyNodePausesAtTheSameCollective()
 
 void TestBreakpoints::editsChangeTheResult()
 {
+    QFETCH(bool, cluster);
     BreakpointController controller;
     controller.addBreakpoint(parseBreakpoint("allreduce@step=1,name=bucket0"));
-    Run run(controller, ddpConfig());
+    Run run(controller, ddpConfig(), cluster);
     const auto pause = controller.waitForPause(60s);
     QVERIFY(pause);
     QCOMPARE(int(pause->inputs.size()), 3);

@@ -151,6 +151,7 @@ private Q_SLOTS:
     void killNineDdpReforms();
     void killNineEdpTrainsOn();
     void skewedClocksAreCorrected();
+    void breakpointPausesNodeProcesses();
 };
 
 void TestClusterProcesses::processesMatchEmbedded()
@@ -266,6 +267,31 @@ void TestClusterProcesses::skewedClocksAreCorrected()
     QVERIFY(receives >= 20);
     for (auto &n : nodes)
         QCOMPARE(n->finish(), 0);
+}
+
+void TestClusterProcesses::breakpointPausesNodeProcesses()
+{
+    Cluster c;
+    QVERIFY(c.start({"--strategy", "zero2", "--nodes", "3", "--steps", "5", "--seed", "4", "--break",
+                     "reducescatter@step=3", "--break-hold", "0.2"},
+                    3));
+    QCOMPARE(c.coordinator->finish(), 0);
+    // One JSON pause line with every node's tensor entering the same collective.
+    QJsonObject pause;
+    for (const QString &line : c.coordinator->out().split('\n', Qt::SkipEmptyParts)) {
+        const QJsonObject o = QJsonDocument::fromJson(line.toUtf8()).object();
+        if (o.value("type") == "pause")
+            pause = o;
+    }
+    QVERIFY2(!pause.isEmpty(), qPrintable(c.coordinator->out().left(2000)));
+    const QJsonArray nodes = pause.value("nodes").toArray();
+    QCOMPARE(nodes.size(), 3);
+    for (const QJsonValue &n : nodes) {
+        QCOMPARE(n.toObject().value("step").toInt(), 3);
+        QCOMPARE(n.toObject().value("seq").toDouble(), nodes[0].toObject().value("seq").toDouble());
+        QVERIFY(n.toObject().value("count").toDouble() > 0);
+    }
+    QCOMPARE(c.coordinator->summary().value("steps").toInt(), 5);
 }
 
 QTEST_GUILESS_MAIN(TestClusterProcesses)

@@ -212,6 +212,7 @@ TrainSummary runClusterTraining(const TrainConfig &config, ClusterCliOptions o, 
     ro.nodes = config.nodes;
     ro.checkpointEvery = o.checkpointEvery;
     ro.recoveryEvery = o.recoveryEvery;
+    ro.breakpoints = o.breakpoints;
     ro.checkpointDir = o.checkpointDir;
     ro.resumeDir = o.resumeDir;
     return coordinator.run(config, ro, observer);

@@ -14,6 +14,8 @@
 
 namespace smol::engine {
 
+class BreakpointController;
+
 struct ClusterCliOptions {
     bool enabled = false;      // run through a coordinator
     std::uint16_t listenPort = 0; // 0 with enabled: loopback, any port, local nodes only
@@ -27,6 +29,7 @@ struct ClusterCliOptions {
     std::int64_t recoveryEvery = 1;
     QString checkpointDir;
     QString resumeDir;
+    BreakpointController *breakpoints = nullptr; // --break: nodes pause through the coordinator
 };
 
 // Parses one cluster option of `smolctl train` at args[i] (advancing i past

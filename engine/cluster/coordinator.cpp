@@ -3,6 +3,7 @@
 #include "config_json.h"
 #include "telemetry.h"
 
+#include "engine/breakpoints.h"
 #include "engine/checkpoint_file.h"
 #include "engine/model.h"
 #include "engine/strategy.h"
@@ -210,6 +211,143 @@ struct Coordinator::Private {
     std::vector<int> epochNodeOfRank; // rank -> node id, current epoch
     int epochCounter = 0;
 
+    // Breakpoints for remote nodes: one proxy thread per (node, calling
+    // thread) runs BreakpointController::decide/holdFor/afterRemote for it,
+    // so thread-local step tickets and concurrent callers (edp's server
+    // threads) behave as they do in one process.
+    struct Proxy {
+        std::thread thread;
+        std::deque<net::ControlMessage> queue;
+        std::condition_variable cv;
+    };
+    BreakpointController *breakpoints = nullptr; // of the running run, under mutex
+    int breakpointEpoch = -1;
+    std::vector<int> breakpointRankOfNode;       // node id -> rank in breakpointEpoch
+    std::map<std::pair<int, std::uint64_t>, std::unique_ptr<Proxy>> proxies;
+    bool proxiesStopping = false;
+
+    void dispatchToProxy(int node, net::ControlMessage m)
+    {
+        const std::uint64_t caller = m.json.value(QStringLiteral("caller")).toString().toULongLong();
+        {
+            std::lock_guard lock(mutex);
+            const bool current = breakpoints && !proxiesStopping &&
+                                 m.json.value(QStringLiteral("epoch")).toInt() == breakpointEpoch;
+            if (current) {
+                auto &p = proxies[{node, caller}];
+                if (!p) {
+                    p = std::make_unique<Proxy>();
+                    Proxy *raw = p.get();
+                    p->thread = std::thread([this, node, raw] { proxyLoop(node, raw); });
+                }
+                p->queue.push_back(std::move(m));
+                p->cv.notify_all();
+                return;
+            }
+        }
+        // A collective of an ended epoch or run: let it through.
+        if (m.type() != "coll_after")
+            send(node, QJsonObject{{"type", "coll_go"}, {"epoch", m.json.value(QStringLiteral("epoch"))},
+                                   {"call", m.json.value(QStringLiteral("call"))}});
+    }
+
+    // The next message for this proxy; nullopt when proxies are stopping.
+    std::optional<net::ControlMessage> proxyNext(Proxy *p)
+    {
+        std::unique_lock lock(mutex);
+        p->cv.wait(lock, [&] { return proxiesStopping || !p->queue.empty(); });
+        if (p->queue.empty())
+            return std::nullopt;
+        net::ControlMessage m = std::move(p->queue.front());
+        p->queue.pop_front();
+        return m;
+    }
+
+    static net::CollectiveInfo infoFrom(const QJsonObject &o, void *data)
+    {
+        net::CollectiveInfo info;
+        const int kind = o.value(QStringLiteral("kind")).toInt();
+        info.kind = net::isValidCollectiveKind(std::uint8_t(kind)) ? net::CollectiveKind(kind) : net::CollectiveKind::None;
+        info.seq = o.value(QStringLiteral("seq")).toString().toULongLong();
+        info.name = o.value(QStringLiteral("name")).toString().toStdString();
+        info.rank = o.value(QStringLiteral("rank")).toInt();
+        info.worldSize = o.value(QStringLiteral("world")).toInt();
+        info.peer = o.value(QStringLiteral("peer")).toInt();
+        const int dtype = o.value(QStringLiteral("dtype")).toInt();
+        info.buffer.dtype = net::isValidDType(std::uint8_t(dtype)) ? net::DType(dtype) : net::DType::UInt8;
+        info.buffer.count = std::size_t(o.value(QStringLiteral("count")).toDouble());
+        const QJsonArray shape = o.value(QStringLiteral("shape")).toArray();
+        info.buffer.shape.ndim = std::uint8_t(std::min<qsizetype>(shape.size(), net::kMaxDims));
+        for (int d = 0; d < info.buffer.shape.ndim; ++d)
+            info.buffer.shape.dims[std::size_t(d)] = std::int64_t(shape[d].toDouble());
+        info.buffer.data = data;
+        return info;
+    }
+
+    void proxyLoop(int node, Proxy *p)
+    {
+        BreakpointController *ctl = nullptr;
+        int rank = -1;
+        {
+            std::lock_guard lock(mutex);
+            ctl = breakpoints;
+        }
+        while (std::optional<net::ControlMessage> m = proxyNext(p)) {
+            const QJsonValue epoch = m->json.value(QStringLiteral("epoch"));
+            const QJsonValue call = m->json.value(QStringLiteral("call"));
+            const std::int64_t step = std::int64_t(m->json.value(QStringLiteral("step")).toDouble());
+            rank = m->json.value(QStringLiteral("rank")).toInt();
+            if (m->type() == "coll_after") {
+                net::CollectiveInfo info = infoFrom(m->json, m->blob.data());
+                if (m->blob.size() == qsizetype(info.buffer.bytes()))
+                    ctl->afterRemote(rank, step, info);
+                continue;
+            }
+            if (m->type() != "coll")
+                continue;
+            const net::CollectiveInfo probe = infoFrom(m->json, nullptr);
+            const std::uint64_t pauseId = ctl->decide(rank, step, probe);
+            if (pauseId == 0) {
+                send(node, QJsonObject{{"type", "coll_go"}, {"epoch", epoch}, {"call", call}});
+                continue;
+            }
+            send(node, QJsonObject{{"type", "coll_hold"}, {"epoch", epoch}, {"call", call}});
+            std::optional<net::ControlMessage> buffer = proxyNext(p);
+            if (!buffer)
+                break;
+            net::CollectiveInfo info = infoFrom(m->json, buffer->blob.data());
+            bool stepped = false;
+            if (buffer->type() == "coll_buffer" && buffer->blob.size() == qsizetype(info.buffer.bytes()))
+                stepped = ctl->holdFor(pauseId, rank, step, info); // the user's edits land in buffer->blob
+            send(node, QJsonObject{{"type", "coll_go"}, {"epoch", epoch}, {"call", call}, {"stepped", stepped}},
+                 buffer->blob);
+        }
+    }
+
+    // End of a run's epoch: release held proxies and join them.
+    void stopProxies()
+    {
+        std::map<std::pair<int, std::uint64_t>, std::unique_ptr<Proxy>> stopping;
+        BreakpointController *ctl = nullptr;
+        {
+            std::lock_guard lock(mutex);
+            proxiesStopping = true;
+            ctl = breakpoints;
+            for (auto &[key, p] : proxies)
+                p->cv.notify_all();
+        }
+        if (ctl)
+            ctl->abort(); // holdFor() returns
+        {
+            std::lock_guard lock(mutex);
+            stopping.swap(proxies);
+        }
+        for (auto &[key, p] : stopping)
+            p->thread.join();
+        std::lock_guard lock(mutex);
+        proxiesStopping = false;
+    }
+
     void log(const std::string &text)
     {
         std::function<void(const std::string &)> sink;
@@ -322,6 +460,10 @@ struct Coordinator::Private {
                 }
                 if (type == "trace") {
                     forwardTrace(m);
+                    continue;
+                }
+                if (type == "coll" || type == "coll_buffer" || type == "coll_after") {
+                    dispatchToProxy(c->info.id, std::move(m));
                     continue;
                 }
                 if (type == "log") {
@@ -566,6 +708,20 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
     }
     const std::unique_ptr<Strategy> kind = makeStrategy(config.strategy);
     const bool async = kind->isAsynchronous();
+    BreakpointController *const ctl = options.breakpoints;
+    {
+        std::lock_guard lock(d->mutex);
+        d->breakpoints = ctl;
+    }
+    struct ProxyGuard { // whichever way run() ends, no proxy outlives it
+        Private &p;
+        ~ProxyGuard()
+        {
+            p.stopProxies();
+            std::lock_guard lock(p.mutex);
+            p.breakpoints = nullptr;
+        }
+    } proxyGuard{*d};
     if (async && (options.checkpointEvery > 0 || !options.resumeDir.isEmpty()))
         throw std::invalid_argument(config.strategy + " keeps no checkpoints (its server's updates are asynchronous)");
 
@@ -645,12 +801,15 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
             d->traceEpoch = epoch;
             d->epochNodeOfRank = members;
             // Messages of earlier epochs are skipped by their epoch number; losses stay.
+            d->breakpointEpoch = epoch;
             for (int r = 0; r < world; ++r) {
                 d->conn(members[std::size_t(r)]).info.rank = r;
                 d->conn(members[std::size_t(r)]).info.state = ClusterNode::State::Running;
             }
         }
         board.beginEpoch(world, startStep);
+        if (ctl)
+            ctl->beginRun(world);
         const QJsonObject configJson = configToJson(epochConfig);
         const QByteArray paramsBlob = tensorBlob(startParams);
         for (int r = 0; r < world; ++r)
@@ -662,6 +821,7 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
                                 {"first_step", double(startStep)},
                                 {"checkpoint_every", double(options.checkpointEvery)},
                                 {"recovery_every", double(options.recoveryEvery)},
+                                {"breakpoints", ctl != nullptr},
                                 {"config", configJson}},
                     paramsBlob);
 
@@ -690,6 +850,8 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
             if (aborting)
                 return;
             aborting = true;
+            if (ctl)
+                ctl->abort(); // release held nodes: they are told to stop next
             for (int r = 0; r < world; ++r)
                 if (!lost[std::size_t(r)] && !finished[std::size_t(r)])
                     d->send(members[std::size_t(r)], QJsonObject{{"type", "abort"}, {"epoch", epoch}});
@@ -799,6 +961,8 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
                 }
             } else if (type == "done") {
                 finished[std::size_t(r)] = true;
+                if (ctl)
+                    ctl->nodeFinished(r); // a pause no longer waits for it
                 done[std::size_t(r)] = m.json;
                 if (r == 0)
                     finalParams = tensorFromBlob(m.blob);
@@ -818,6 +982,7 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
                 }
             }
         }
+        d->stopProxies();
         {
             std::lock_guard lock(d->mutex);
             for (int q = 0; q < world; ++q) {

@@ -55,6 +55,8 @@ struct ClusterNode {
 };
 const char *clusterNodeStateName(ClusterNode::State state);
 
+class BreakpointController;
+
 struct ClusterRunOptions {
     int nodes = 0;                    // members at the start (0: every idle node)
     std::int64_t checkpointEvery = 0; // write a checkpoint every K steps (needs checkpointDir)
@@ -67,6 +69,10 @@ struct ClusterRunOptions {
     // re-forms from the run's starting parameters).
     std::int64_t recoveryEvery = 1;
     int maxReforms = 8;
+    // Pause at collectives (not owned): every node asks it at each
+    // collective, through a proxy thread here (one round trip per collective
+    // while set). nullptr: nodes never stop.
+    BreakpointController *breakpoints = nullptr;
     std::chrono::milliseconds setupTimeout{60000}; // per phase of an epoch's set-up
 };
 

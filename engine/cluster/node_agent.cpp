@@ -69,8 +69,46 @@ struct Assignment {
     std::int64_t firstStep = 0;
     std::int64_t diskEvery = 0;     // rank 0 sends a checkpoint every K steps
     std::int64_t recoveryEvery = 1; // keep the full parameters every K steps
+    bool remoteBreakpoints = false; // ask the coordinator at every collective
     torch::Tensor initial;
 };
+
+class Agent;
+
+// Pause at collectives when the coordinator holds the breakpoints: every
+// collective asks the coordinator's BreakpointController (through a proxy
+// thread there) whether to hold; only a held node ships its buffer, and gets
+// it back with the user's edits. docs/runtime.md, "Pausing node processes".
+class RemoteHook : public net::CollectiveHook {
+public:
+    RemoteHook(Agent &agent, int epoch, const std::atomic<std::int64_t> *step)
+        : m_agent(agent), m_epoch(epoch), m_step(step) {}
+    void before(const net::CollectiveInfo &info) override;
+    void after(const net::CollectiveInfo &info) override;
+
+private:
+    Agent &m_agent;
+    int m_epoch;
+    const std::atomic<std::int64_t> *m_step;
+};
+
+thread_local std::uint64_t t_steppedCall = 0; // the call whose result goes up in after()
+
+QJsonObject infoJson(const net::CollectiveInfo &info)
+{
+    QJsonArray shape;
+    for (int d = 0; d < info.buffer.shape.ndim; ++d)
+        shape.append(double(info.buffer.shape.dims[std::size_t(d)]));
+    return QJsonObject{{"kind", int(info.kind)},
+                       {"seq", QString::number(info.seq)},
+                       {"name", QString::fromStdString(info.name)},
+                       {"rank", info.rank},
+                       {"world", info.worldSize},
+                       {"peer", info.peer},
+                       {"dtype", int(info.buffer.dtype)},
+                       {"count", double(info.buffer.count)},
+                       {"shape", shape}};
+}
 
 class Agent {
 public:
@@ -107,7 +145,74 @@ public:
         return code;
     }
 
+    struct CallReply {
+        std::string type;
+        bool stepped = false;
+        QByteArray blob;
+    };
+
+    // A collective RPC: send, then wait for the coordinator's answer (or the
+    // epoch's end, which throws so the collective fails like a lost peer).
+    CallReply call(std::uint64_t id, const QJsonObject &json, const QByteArray &blob = {})
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            m_replies.erase(id);
+        }
+        m_channel->send(json, blob);
+        std::unique_lock lock(m_mutex);
+        m_cv.wait(lock, [&] { return m_aborted || m_replies.count(id); });
+        if (m_aborted)
+            throw std::runtime_error("aborted by the coordinator while paused");
+        CallReply r = std::move(m_replies[id]);
+        m_replies.erase(id);
+        return r;
+    }
+
+    void remoteBefore(int epoch, std::int64_t step, const net::CollectiveInfo &info)
+    {
+        t_steppedCall = 0;
+        std::uint64_t id = 0;
+        {
+            std::lock_guard lock(m_mutex);
+            id = m_nextCall++;
+        }
+        QJsonObject json = infoJson(info);
+        json.insert("type", "coll");
+        json.insert("epoch", epoch);
+        json.insert("call", QString::number(id));
+        json.insert("caller", QString::number(callerKey()));
+        json.insert("step", double(step));
+        CallReply r = call(id, json);
+        if (r.type == "coll_hold") {
+            const QByteArray buffer(info.buffer.bytePtr(), qsizetype(info.buffer.bytes()));
+            r = call(id, QJsonObject{{"type", "coll_buffer"}, {"epoch", epoch}, {"call", QString::number(id)},
+                                     {"caller", QString::number(callerKey())}},
+                     buffer);
+            if (r.blob.size() == qsizetype(info.buffer.bytes()) && !r.blob.isEmpty())
+                std::memcpy(info.buffer.data, r.blob.constData(), std::size_t(r.blob.size())); // the user's edits
+        }
+        if (r.stepped)
+            t_steppedCall = id;
+    }
+
+    void remoteAfter(int epoch, std::int64_t step, const net::CollectiveInfo &info)
+    {
+        if (t_steppedCall == 0)
+            return;
+        QJsonObject json = infoJson(info);
+        json.insert("type", "coll_after");
+        json.insert("epoch", epoch);
+        json.insert("call", QString::number(t_steppedCall));
+        json.insert("caller", QString::number(callerKey()));
+        json.insert("step", double(step));
+        t_steppedCall = 0;
+        m_channel->send(json, QByteArray(info.buffer.bytePtr(), qsizetype(info.buffer.bytes())));
+    }
+
 private:
+    static std::uint64_t callerKey() { return std::hash<std::thread::id>{}(std::this_thread::get_id()); }
+
     // Printed here and sent up to the coordinator's log.
     void log(const std::string &text)
     {
@@ -160,6 +265,13 @@ private:
                     m_started = true;
                     m_cv.notify_all();
                 }
+            } else if (type == "coll_go" || type == "coll_hold") {
+                std::lock_guard lock(m_mutex);
+                if (epoch == m_epoch) {
+                    const std::uint64_t id = m.json.value(QStringLiteral("call")).toString().toULongLong();
+                    m_replies[id] = CallReply{type, m.json.value(QStringLiteral("stepped")).toBool(), m.blob};
+                    m_cv.notify_all();
+                }
             } else if (type == "abort") {
                 abortEpoch(epoch);
             } else if (type == "kill") {
@@ -184,6 +296,7 @@ private:
         a.firstStep = std::int64_t(m.json.value(QStringLiteral("first_step")).toDouble());
         a.diskEvery = std::int64_t(m.json.value(QStringLiteral("checkpoint_every")).toDouble());
         a.recoveryEvery = std::int64_t(m.json.value(QStringLiteral("recovery_every")).toDouble(1));
+        a.remoteBreakpoints = m.json.value(QStringLiteral("breakpoints")).toBool();
         if (m_epochThread.joinable()) { // a previous epoch still running is over
             abortEpoch(-1);
             m_epochThread.join();
@@ -215,8 +328,6 @@ private:
         m_aborted = true;
         if (m_transport)
             m_transport->abort();
-        if (m_opts.breakpoints)
-            m_opts.breakpoints->abort();
         m_cv.notify_all();
     }
 
@@ -335,8 +446,8 @@ private:
             std::unique_ptr<net::CollectiveHook> breakHook;
             if (transport) {
                 comm = std::make_unique<net::Communicator>(*transport);
-                if (m_opts.breakpoints) {
-                    breakHook = m_opts.breakpoints->makeHook(a.rank, &currentStep);
+                if (a.remoteBreakpoints) {
+                    breakHook = std::make_unique<RemoteHook>(*this, a.epoch, &currentStep);
                     comm->setHook(breakHook.get());
                 }
             }
@@ -440,9 +551,21 @@ private:
     bool m_aborted = false;
     bool m_started = false;
     std::optional<std::vector<std::pair<std::string, std::uint16_t>>> m_peers;
+    std::map<std::uint64_t, CallReply> m_replies; // collective RPC answers, by call id
+    std::uint64_t m_nextCall = 1;
     net::Transport *m_transport = nullptr;
     TelemetryBuffer *m_telemetry = nullptr;
 };
+
+void RemoteHook::before(const net::CollectiveInfo &info)
+{
+    m_agent.remoteBefore(m_epoch, m_step ? m_step->load() : 0, info);
+}
+
+void RemoteHook::after(const net::CollectiveInfo &info)
+{
+    m_agent.remoteAfter(m_epoch, m_step ? m_step->load() : 0, info);
+}
 
 } // namespace
 

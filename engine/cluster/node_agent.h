@@ -20,8 +20,6 @@
 
 namespace smol::engine {
 
-class BreakpointController;
-
 struct NodeAgentOptions {
     std::string host = "127.0.0.1"; // the coordinator
     std::uint16_t port = 0;
@@ -32,7 +30,6 @@ struct NodeAgentOptions {
     std::chrono::milliseconds connectTimeout{10000};
     int memorySlot = 0;      // memory_tracker node id this node's allocations are charged to
     bool inProcess = false;  // a thread of the coordinator's process: "kill" ends the agent, not the process
-    BreakpointController *breakpoints = nullptr; // in-process only: pause at collectives
 };
 
 // Returns 0 when the coordinator said shutdown, 1 when the coordinator went
