@@ -34,6 +34,18 @@ void FlatOptimizer::step(torch::Tensor params, const torch::Tensor &grads)
     params.addcdiv_(m_exp, denom, -m_config.lr / bc1);
 }
 
+void FlatOptimizer::load(const torch::Tensor &exp, const torch::Tensor &expSq, std::int64_t steps)
+{
+    m_step = steps;
+    if (m_config.kind != OptimizerConfig::Kind::Adam)
+        return;
+    if (!exp.defined() || !expSq.defined() || exp.numel() != m_exp.numel() || expSq.numel() != m_expSq.numel())
+        throw std::invalid_argument("optimizer state of " + std::to_string(exp.defined() ? exp.numel() : 0) +
+                                    " elements for an optimizer of " + std::to_string(m_exp.numel()));
+    m_exp.copy_(exp);
+    m_expSq.copy_(expSq);
+}
+
 std::vector<torch::Tensor> FlatOptimizer::state() const
 {
     if (m_config.kind == OptimizerConfig::Kind::Adam)

@@ -35,6 +35,12 @@ public:
     void step(torch::Tensor params, const torch::Tensor &grads);
     std::vector<torch::Tensor> state() const; // for memory accounting
     std::int64_t steps() const { return m_step; }
+    // Adam's moments (undefined for SGD), for checkpoints.
+    const torch::Tensor &exp() const { return m_exp; }
+    const torch::Tensor &expSq() const { return m_expSq; }
+    // Continue from a checkpoint: `steps` updates done, and (Adam) these
+    // moments, copied in (numel elements each). SGD ignores the moments.
+    void load(const torch::Tensor &exp, const torch::Tensor &expSq, std::int64_t steps);
 
 private:
     OptimizerConfig m_config;

@@ -69,6 +69,13 @@ struct AsyncStats {
     std::vector<std::int64_t> stalenessHistogram; // [s] = applied pushes with staleness s
 };
 
+// Adam's first and second moments, each (P) float32; undefined for SGD.
+struct OptimizerMoments {
+    torch::Tensor exp;
+    torch::Tensor expSq;
+    bool defined() const { return exp.defined() && expSq.defined(); }
+};
+
 // Bytes of the tensors a node holds, by role (what memory_tracker charges is
 // the total; activations are the total minus these).
 struct MemoryBreakdown {
@@ -126,6 +133,16 @@ public:
     // Training samples one step of the run consumes.
     virtual std::int64_t samplesPerStep(std::int64_t globalBatch, int /*nodes*/) const { return globalBatch; }
     virtual AsyncStats asyncStats() const { return {}; }
+
+    // Checkpoints of the optimizer (Adam's moments over the whole flat
+    // parameter vector, namedParameters() order). Sharded strategies gather
+    // them: a collective, every node calls it, like fullParameters().
+    // Undefined moments: SGD, or a strategy that does not support it (its
+    // run then restarts the moments after a resume or re-form).
+    virtual OptimizerMoments fullOptimizerState() { return {}; }
+    // After setup(), before the first step: continue after `steps` updates
+    // with these moments (undefined for SGD). False: not supported.
+    virtual bool loadOptimizerState(const OptimizerMoments & /*moments*/, std::int64_t /*steps*/) { return false; }
 };
 
 // "single", "ddp", "zero1", "zero2", "zero3", "syncps", "edp".

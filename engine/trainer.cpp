@@ -275,6 +275,13 @@ NodeResult runNode(const TrainConfig &config, const NodeRun &run)
     ctx.model = model.get();
     strategy->setup(ctx);
     NodeResult result;
+    if (run.firstStep > 0 || run.initialMoments.defined()) {
+        const bool adam = config.optimizer.kind == OptimizerConfig::Kind::Adam;
+        if (!adam)
+            strategy->loadOptimizerState({}, run.firstStep);
+        else if (!run.initialMoments.defined() || !strategy->loadOptimizerState(run.initialMoments, run.firstStep))
+            result.momentsRestarted = true; // Adam starts over from zero moments (and t = 0)
+    }
     const auto t0 = Clock::now();
     for (std::int64_t k = run.firstStep; k < config.steps; ++k) {
         if (run.currentStep)
@@ -292,8 +299,11 @@ NodeResult runNode(const TrainConfig &config, const NodeRun &run)
         if (run.checkpointEvery > 0 && !strategy->isAsynchronous() && (k + 1) % run.checkpointEvery == 0 &&
             k + 1 < config.steps) {
             const torch::Tensor full = strategy->fullParameters();
+            const OptimizerMoments moments = config.optimizer.kind == OptimizerConfig::Kind::Adam
+                                                 ? strategy->fullOptimizerState()
+                                                 : OptimizerMoments{};
             if (run.onCheckpoint)
-                run.onCheckpoint(k + 1, full);
+                run.onCheckpoint(k + 1, full, moments);
         }
     }
     result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();

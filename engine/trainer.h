@@ -150,11 +150,14 @@ struct NodeRun {
     std::atomic<std::int64_t> *currentStep = nullptr; // optional: set before each step
     std::int64_t firstStep = 0;        // resume: the step to start at
     torch::Tensor initialParams;       // flat, namedParameters() order; undefined: the seed's weights
+    OptimizerMoments initialMoments;   // Adam's moments at firstStep (undefined: start them at zero)
     // Lock-step strategies: after every K-th step (counted from step 0),
     // gather the full parameters and hand them to onCheckpoint. 0: never.
     std::int64_t checkpointEvery = 0;
     std::function<void(std::int64_t step, double loss, const NodeMemory &memory)> onStep;
-    std::function<void(std::int64_t stepsDone, const torch::Tensor &params)> onCheckpoint;
+    // params and (Adam, where the strategy supports it) the optimizer's moments.
+    std::function<void(std::int64_t stepsDone, const torch::Tensor &params, const OptimizerMoments &moments)>
+        onCheckpoint;
 };
 
 struct NodeResult {
@@ -163,6 +166,7 @@ struct NodeResult {
     std::map<std::string, double> stats;
     double seconds = 0;
     NodeMemory memory;         // at the end of its last step
+    bool momentsRestarted = false; // resumed with Adam but without moments to continue from
 };
 
 // `config` as runTraining() prepares it (model.seed and vocabSize set).

@@ -140,9 +140,11 @@ private Q_SLOTS:
     void wrongTokenIsRefused();
     void silentNodeIsLost();
     void clockOffsetIsEstimated();
+    void killedNodeReforms_data();
     void killedNodeReforms();
     void lateJoinerTakenInAtReform();
     void edpTrainsOnWithoutAWorker();
+    void checkpointAndResume_data();
     void checkpointAndResume();
     void badResumeFiles();
     void stopEndsTheRun();
@@ -251,8 +253,19 @@ void TestCluster::clockOffsetIsEstimated()
     QVERIFY(n.clockErrorNs < 20'000'000); // loopback: well under 20 ms
 }
 
+void TestCluster::killedNodeReforms_data()
+{
+    QTest::addColumn<QString>("strategy");
+    QTest::addColumn<bool>("adam");
+    QTest::newRow("ddp/sgd") << "ddp" << false;
+    QTest::newRow("zero2/adam") << "zero2" << true; // Adam's moments come through the re-form too
+    QTest::newRow("zero3/adam") << "zero3" << true;
+}
+
 void TestCluster::killedNodeReforms()
 {
+    QFETCH(QString, strategy);
+    QFETCH(bool, adam);
     Coordinator coord(options());
     std::mutex m;
     QStringList logs;
@@ -261,7 +274,11 @@ void TestCluster::killedNodeReforms()
         logs << QString::fromStdString(l);
     });
     LocalNodes nodes(coord, 3);
-    const TrainConfig c = config("ddp", 3, 120);
+    TrainConfig c = config(strategy.toStdString(), 3, 120);
+    if (adam) {
+        c.optimizer.kind = OptimizerConfig::Kind::Adam;
+        c.optimizer.lr = 1e-3;
+    }
     const TrainSummary reference = runTraining(c);
     AtStep killer(40, [&] { coord.kill(nodeWithRank(coord, 1)); });
     ClusterRunOptions ro;
@@ -274,7 +291,8 @@ void TestCluster::killedNodeReforms()
         QVERIFY(std::isfinite(l));
     QVERIFY(s.finalLoss < s.lossCurve.front());
     // Redone from the last completed step, on 2 nodes instead of 3: the
-    // same mathematics as the uninterrupted run (SGD, same global batches).
+    // same mathematics as the uninterrupted run (same global batches, and
+    // with Adam the same moments).
     const QString mismatch = test::paramMismatch(s, reference);
     QVERIFY2(mismatch.isEmpty(), qPrintable(mismatch));
     std::lock_guard lock(m);
@@ -325,13 +343,25 @@ void TestCluster::edpTrainsOnWithoutAWorker()
     QVERIFY(s.finalLoss < s.lossCurve.front());
 }
 
+void TestCluster::checkpointAndResume_data()
+{
+    QTest::addColumn<bool>("adam");
+    QTest::newRow("sgd") << false;
+    QTest::newRow("adam") << true;
+}
+
 void TestCluster::checkpointAndResume()
 {
+    QFETCH(bool, adam);
     QTemporaryDir dir;
     const QString ckdir = dir.filePath("ck");
     Coordinator coord(options());
     LocalNodes nodes(coord, 3);
-    const TrainConfig c = config("ddp", 2, 40);
+    TrainConfig c = config("ddp", 2, 40);
+    if (adam) {
+        c.optimizer.kind = OptimizerConfig::Kind::Adam;
+        c.optimizer.lr = 1e-3;
+    }
     ClusterRunOptions ro;
     ro.nodes = 2;
     ro.checkpointEvery = 15;
@@ -340,6 +370,7 @@ void TestCluster::checkpointAndResume()
     const Checkpoint ck = readCheckpoint(ckdir);
     QCOMPARE(ck.stepsDone, 30); // 15 and 30; never the last step
     QCOMPARE(std::int64_t(ck.params.size()), whole.paramCount);
+    QCOMPARE(std::int64_t(ck.optimizerState.size()), adam ? 2 * whole.paramCount : 0);
     QCOMPARE(QDir(ckdir).entryList(QDir::Files), QStringList{"checkpoint.smolckpt"});
 
     // Resume on the same world: bit for bit the same as never stopping.
@@ -348,9 +379,9 @@ void TestCluster::checkpointAndResume()
     resume.resumeDir = ckdir;
     const TrainSummary resumed = coord.run(c, resume);
     QVERIFY(torch::equal(resumed.finalParams, whole.finalParams));
-    // On 3 nodes with zero2: the same mathematics.
+    // On 3 nodes with zero3 (moments cut per layer): the same mathematics.
     TrainConfig c3 = c;
-    c3.strategy = "zero2";
+    c3.strategy = "zero3";
     c3.nodes = 3;
     resume.nodes = 3;
     const TrainSummary wider = coord.run(c3, resume);

@@ -1,6 +1,7 @@
 #include "coordinator.h"
 
 #include "config_json.h"
+#include "state_blob.h"
 #include "telemetry.h"
 
 #include "engine/breakpoints.h"
@@ -51,14 +52,6 @@ using Clock = std::chrono::steady_clock;
 std::int64_t bigInt(const QJsonValue &v)
 {
     return v.isString() ? v.toString().toLongLong() : std::int64_t(v.toDouble());
-}
-
-QByteArray tensorBlob(const torch::Tensor &t)
-{
-    if (!t.defined())
-        return {};
-    const torch::Tensor c = t.to(torch::kFloat32).contiguous();
-    return QByteArray(static_cast<const char *>(c.data_ptr()), qsizetype(c.numel()) * 4);
 }
 
 torch::Tensor tensorFromFloats(const float *data, std::int64_t n)
@@ -743,7 +736,7 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
     const std::int64_t paramCount = paramCountOf(config.model);
 
     std::int64_t startStep = 0;
-    torch::Tensor startParams; // undefined: the seed's weights
+    TrainingState start; // undefined params: the seed's weights
     if (!options.resumeDir.isEmpty()) {
         const Checkpoint ck = readCheckpoint(options.resumeDir);
         if (std::int64_t(ck.params.size()) != paramCount)
@@ -754,7 +747,11 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
             throw std::invalid_argument("checkpoint is at step " + std::to_string(ck.stepsDone) +
                                         ", not before --steps " + std::to_string(config.steps));
         startStep = ck.stepsDone;
-        startParams = tensorFromFloats(ck.params.data(), std::int64_t(ck.params.size()));
+        start.params = tensorFromFloats(ck.params.data(), std::int64_t(ck.params.size()));
+        if (ck.optimizerState.size() == 2 * ck.params.size()) {
+            start.moments.exp = tensorFromFloats(ck.optimizerState.data(), paramCount);
+            start.moments.expSq = tensorFromFloats(ck.optimizerState.data() + paramCount, paramCount);
+        }
         d->log("resuming from " + checkpointPath(options.resumeDir).toStdString() + " at step " +
                std::to_string(startStep));
     }
@@ -811,7 +808,7 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
         if (ctl)
             ctl->beginRun(world);
         const QJsonObject configJson = configToJson(epochConfig);
-        const QByteArray paramsBlob = tensorBlob(startParams);
+        const QByteArray startBlob = packState(start);
         for (int r = 0; r < world; ++r)
             d->send(members[std::size_t(r)],
                     QJsonObject{{"type", "assign"},
@@ -822,8 +819,9 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
                                 {"checkpoint_every", double(options.checkpointEvery)},
                                 {"recovery_every", double(options.recoveryEvery)},
                                 {"breakpoints", ctl != nullptr},
+                                {"moments", start.moments.defined()},
                                 {"config", configJson}},
-                    paramsBlob);
+                    startBlob);
 
         // Per-epoch state.
         std::vector<std::uint16_t> ports(std::size_t(world), 0);
@@ -833,7 +831,7 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
         torch::Tensor finalParams;
         std::string firstError;
         std::int64_t bestCkptSteps = -1;
-        torch::Tensor bestCkpt;
+        TrainingState bestCkpt;
         bool aborting = false;
         bool started = false;
         bool stopped = false;
@@ -945,13 +943,16 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
                              m.json.value(QStringLiteral("loss")).toDouble(std::nan("")),
                              memoryFromJson(m.json.value(QStringLiteral("memory")).toObject()));
             } else if (type == "checkpoint") {
-                if (options.checkpointDir.isEmpty() || m.blob.size() != paramCount * 4)
+                const bool moments = m.json.value(QStringLiteral("moments")).toBool();
+                if (options.checkpointDir.isEmpty() || m.blob.size() != paramCount * 4 * (moments ? 3 : 1))
                     continue;
                 Checkpoint ck;
                 ck.stepsDone = std::int64_t(m.json.value(QStringLiteral("steps_done")).toDouble());
                 ck.configJson = configText.toStdString();
-                ck.params.resize(std::size_t(paramCount));
-                std::memcpy(ck.params.data(), m.blob.constData(), std::size_t(m.blob.size()));
+                const float *floats = reinterpret_cast<const float *>(m.blob.constData());
+                ck.params.assign(floats, floats + paramCount);
+                if (moments)
+                    ck.optimizerState.assign(floats + paramCount, floats + 3 * paramCount);
                 try {
                     writeCheckpoint(options.checkpointDir, ck);
                     d->log("checkpoint at step " + std::to_string(ck.stepsDone) + " written to " +
@@ -969,9 +970,14 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
             } else if (type == "failed") {
                 finished[std::size_t(r)] = true;
                 const std::int64_t steps = std::int64_t(m.json.value(QStringLiteral("ckpt_steps")).toDouble(-1));
-                if (steps > bestCkptSteps) {
-                    bestCkptSteps = steps;
-                    bestCkpt = m.blob.isEmpty() ? startParams : tensorFromBlob(m.blob);
+                const bool moments = m.json.value(QStringLiteral("moments")).toBool();
+                if (steps > bestCkptSteps || (steps == bestCkptSteps && moments && !bestCkpt.moments.defined())) {
+                    try {
+                        bestCkpt = m.blob.isEmpty() ? start : unpackState(m.blob, moments);
+                        bestCkptSteps = steps;
+                    } catch (const std::exception &e) {
+                        d->log(nameOf(r) + " sent an unusable checkpoint: " + e.what());
+                    }
                 }
                 const std::string what = nameOf(r) + ": " + m.json.value(QStringLiteral("error")).toString().toStdString();
                 if (!aborting) { // the first to fail; the rest are aborted and report why they stopped
@@ -1065,7 +1071,7 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
             throw std::runtime_error(firstError + " (no node left to re-form with)");
         if (bestCkptSteps >= 0) {
             startStep = bestCkptSteps;
-            startParams = bestCkpt;
+            start = bestCkpt;
         }
         d->log("re-forming: " + firstError + "; " + std::to_string(next.size()) + " node(s) resume from step " +
                std::to_string(startStep));

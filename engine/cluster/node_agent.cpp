@@ -1,6 +1,7 @@
 #include "node_agent.h"
 
 #include "config_json.h"
+#include "state_blob.h"
 #include "telemetry.h"
 
 #include "engine/breakpoints.h"
@@ -37,15 +38,6 @@ QByteArray tensorBlob(const torch::Tensor &t)
     return QByteArray(static_cast<const char *>(c.data_ptr()), qsizetype(c.numel()) * 4);
 }
 
-torch::Tensor tensorFromBlob(const QByteArray &blob)
-{
-    if (blob.size() % 4 != 0)
-        throw std::runtime_error("parameter blob of " + std::to_string(blob.size()) + " bytes is not float32");
-    torch::Tensor t = torch::empty({blob.size() / 4}, torch::kFloat32);
-    std::memcpy(t.data_ptr(), blob.constData(), std::size_t(blob.size()));
-    return t;
-}
-
 QJsonObject memoryJson(const NodeMemory &m)
 {
     return QJsonObject{{"params", double(m.params)}, {"grads", double(m.grads)},
@@ -70,7 +62,7 @@ struct Assignment {
     std::int64_t diskEvery = 0;     // rank 0 sends a checkpoint every K steps
     std::int64_t recoveryEvery = 1; // keep the full parameters every K steps
     bool remoteBreakpoints = false; // ask the coordinator at every collective
-    torch::Tensor initial;
+    TrainingState initial; // parameters and moments to start from (undefined: the seed's)
 };
 
 class Agent;
@@ -304,7 +296,7 @@ private:
         try {
             a.config = configFromJson(m.json.value(QStringLiteral("config")).toObject());
             if (!m.blob.isEmpty())
-                a.initial = tensorFromBlob(m.blob);
+                a.initial = unpackState(m.blob, m.json.value(QStringLiteral("moments")).toBool());
         } catch (const std::exception &e) {
             sendQuietly(QJsonObject{{"type", "failed"}, {"epoch", a.epoch}, {"error", e.what()},
                                     {"ckpt_steps", -1}});
@@ -389,7 +381,7 @@ private:
     {
         std::unique_ptr<net::TcpTransport> transport;
         TelemetryBuffer telemetry;
-        torch::Tensor ckpt = a.initial;
+        TrainingState ckpt = a.initial;
         std::int64_t ckptSteps = a.firstStep;
         QJsonObject outcome;
         QByteArray outcomeBlob;
@@ -459,7 +451,8 @@ private:
             run.data = data;
             run.currentStep = &currentStep;
             run.firstStep = a.firstStep;
-            run.initialParams = a.initial;
+            run.initialParams = a.initial.params;
+            run.initialMoments = a.initial.moments;
             // The in-memory checkpoint the cluster re-forms from when a node is
             // lost (every step: at most the interrupted step is redone), and
             // the disk checkpoints, which rank 0 sends from the same gather.
@@ -478,18 +471,24 @@ private:
                                             {"t", QString::number(net::monotonicNs())},
                                             {"memory", memoryJson(mem)}});
             };
-            run.onCheckpoint = [&](std::int64_t stepsDone, const torch::Tensor &params) {
+            run.onCheckpoint = [&](std::int64_t stepsDone, const torch::Tensor &params,
+                                   const OptimizerMoments &moments) {
                 if (a.recoveryEvery > 0 && stepsDone % a.recoveryEvery == 0) {
                     memory::NodeScope uncharged(-1); // the runtime's copy, not the training's memory
-                    ckpt = params.clone();
+                    ckpt.params = params.clone();
+                    ckpt.moments = moments.defined() ? OptimizerMoments{moments.exp.clone(), moments.expSq.clone()}
+                                                     : OptimizerMoments{};
                     ckptSteps = stepsDone;
                 }
                 if (a.diskEvery > 0 && a.rank == 0 && stepsDone % a.diskEvery == 0)
                     m_channel->send(QJsonObject{{"type", "checkpoint"}, {"epoch", a.epoch},
-                                                {"steps_done", double(stepsDone)}},
-                                    tensorBlob(params));
+                                                {"steps_done", double(stepsDone)}, {"moments", moments.defined()}},
+                                    packState({params, moments}));
             };
             NodeResult result = runNode(config, run);
+            if (result.momentsRestarted && a.rank == 0)
+                log("Adam's moments restart at step " + std::to_string(a.firstStep) +
+                    " (no optimizer state to continue from)");
             QJsonObject stats;
             for (const auto &[key, value] : result.stats)
                 stats.insert(QString::fromStdString(key), value);
@@ -518,8 +517,9 @@ private:
                                   {"epoch", a.epoch},
                                   {"rank", a.rank},
                                   {"error", e.what()},
-                                  {"ckpt_steps", double(ckptSteps)}};
-            outcomeBlob = tensorBlob(ckpt);
+                                  {"ckpt_steps", double(ckptSteps)},
+                                  {"moments", ckpt.moments.defined()}};
+            outcomeBlob = packState(ckpt);
         }
         {
             std::lock_guard lock(m_mutex);

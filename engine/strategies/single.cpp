@@ -35,6 +35,18 @@ public:
 
     MemoryBreakdown memory() const override { return heldBytes(m_flat->values(), m_flat->grads(), m_opt.get()); }
 
+    OptimizerMoments fullOptimizerState() override
+    {
+        if (!m_opt->exp().defined())
+            return {};
+        return {m_opt->exp().clone(), m_opt->expSq().clone()};
+    }
+    bool loadOptimizerState(const OptimizerMoments &m, std::int64_t steps) override
+    {
+        m_opt->load(m.exp, m.expSq, steps);
+        return true;
+    }
+
     torch::Tensor fullParameters() override { return m_flat->values().clone(); }
 
     std::vector<ShardRange> shards() const override { return replicatedShardMap(m_flat->slots()); }

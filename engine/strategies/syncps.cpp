@@ -89,6 +89,21 @@ public:
 
     torch::Tensor fullParameters() override { return m_flat->values().clone(); }
 
+    // Only the server holds the optimizer; workers return none (a re-form
+    // that lost the server restarts the moments).
+    OptimizerMoments fullOptimizerState() override
+    {
+        if (!isServer() || !m_opt->exp().defined())
+            return {};
+        return {m_opt->exp().clone(), m_opt->expSq().clone()};
+    }
+    bool loadOptimizerState(const OptimizerMoments &m, std::int64_t steps) override
+    {
+        if (isServer())
+            m_opt->load(m.exp, m.expSq, steps);
+        return true;
+    }
+
     std::vector<ShardRange> shards() const override
     {
         std::vector<ShardRange> out;

@@ -150,6 +150,37 @@ public:
         return torch::cat(parts);
     }
 
+    // Each layer's moments are cut like its parameters: all-gather them
+    // layer by layer, in the order fullParameters() concatenates.
+    OptimizerMoments fullOptimizerState() override
+    {
+        if (m_shards.empty() || !m_shards.front().opt->exp().defined())
+            return {};
+        std::vector<torch::Tensor> exp, expSq;
+        for (const Shard &s : m_shards) {
+            for (auto [part, out] : {std::pair{&s.opt->exp(), &exp}, std::pair{&s.opt->expSq(), &expSq}}) {
+                torch::Tensor full = torch::zeros({s.flat->numel()}, torch::kFloat32);
+                mine(s, full).copy_(*part);
+                m_ctx.comm->allGather(viewOf(full), "optimizer");
+                out->push_back(full);
+            }
+        }
+        return {torch::cat(exp), torch::cat(expSq)};
+    }
+    bool loadOptimizerState(const OptimizerMoments &m, std::int64_t steps) override
+    {
+        std::int64_t at = 0;
+        for (Shard &s : m_shards) {
+            if (m.defined())
+                s.opt->load(mine(s, m.exp.narrow(0, at, s.flat->numel())),
+                            mine(s, m.expSq.narrow(0, at, s.flat->numel())), steps);
+            else
+                s.opt->load({}, {}, steps);
+            at += s.flat->numel();
+        }
+        return true;
+    }
+
     std::vector<ShardRange> shards() const override
     {
         std::vector<ShardRange> out;

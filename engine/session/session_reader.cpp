@@ -1,0 +1,679 @@
+// SessionReader: validation on open, then every read is one prepared,
+// forward-only query whose failures (prepare, exec, or a step that hits a
+// damaged page) become SessionError, and whose values are range-checked as
+// they are decoded. Column lists are explicit: a newer file's extra columns
+// and tables are never read.
+#include "session_reader.h"
+
+#include <QFile>
+#include <QFileInfo>
+#include <QSqlError>
+#include <QSqlQuery>
+#include <QVariant>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+namespace smol::engine {
+
+namespace {
+
+const char kFrameColumns[] = "t_start, t_end, side, src, dst, kind, seq, tag, bytes, id";
+const char kSpanColumns[] = "t_start, t_end, node, kind, name, step, collective, seq, bytes, id";
+const char kMemoryColumns[] = "t, node, step, params, grads, optimizer, activations, comm, live, peak";
+const char kMetricColumns[] = "t, step, node, name, value";
+const char kLogColumns[] = "t, node, text";
+const char kTensorColumns[] = "t, pause_id, node, step, collective, seq, name, before, snapshot_json";
+
+// The tables schema version 1 has; a file of that version without one of
+// them is damaged.
+const char *const kTablesV1[] = {"run", "nodes", "frames", "spans", "memory", "metrics", "logs", "tensors"};
+
+std::atomic<int> g_connections{0};
+
+QString sqliteText(const QSqlError &e)
+{
+    const QString text = (e.databaseText().isEmpty() ? e.driverText() : e.databaseText()).simplified();
+    return text.isEmpty() ? QStringLiteral("unknown error") : text;
+}
+
+std::int64_t saturatingAdd(std::int64_t a, std::int64_t b)
+{
+    if (b > 0 && a > std::numeric_limits<std::int64_t>::max() - b)
+        return std::numeric_limits<std::int64_t>::max();
+    if (b < 0 && a < std::numeric_limits<std::int64_t>::min() - b)
+        return std::numeric_limits<std::int64_t>::min();
+    return a + b;
+}
+
+QString sql(const char *format, const char *columns)
+{
+    return QString::fromLatin1(format).arg(QLatin1String(columns));
+}
+
+} // namespace
+
+class SessionReader::Query {
+public:
+    Query(const SessionReader &reader, const QString &sql)
+        : m_reader(reader)
+        , m_q(reader.connection())
+    {
+        m_q.setForwardOnly(true);
+        if (!m_q.prepare(sql))
+            damaged();
+    }
+
+    Query &bind(const QVariant &value)
+    {
+        m_q.addBindValue(value);
+        return *this;
+    }
+
+    Query &exec()
+    {
+        if (!m_q.exec())
+            damaged();
+        return *this;
+    }
+
+    bool next()
+    {
+        if (m_q.next())
+            return true;
+        if (m_q.lastError().isValid())
+            damaged();
+        return false;
+    }
+
+    bool isNull(int c) const { return m_q.isNull(c); }
+    std::int64_t i64(int c) const { return m_q.value(c).toLongLong(); }
+    std::uint64_t u64(int c) const { return std::uint64_t(m_q.value(c).toLongLong()); }
+    double f64(int c) const { return m_q.value(c).toDouble(); }
+    std::string text(int c) const { return m_q.value(c).toString().toStdString(); }
+    QByteArray blob(int c) const { return m_q.value(c).toByteArray(); }
+
+    // A rank: -1 (cluster / coordinator) or a non-negative int.
+    int rank(int c) const
+    {
+        const std::int64_t v = i64(c);
+        if (v < -1 || v > INT_MAX)
+            m_reader.fail(QStringLiteral("damaged: rank %1 out of range").arg(v));
+        return int(v);
+    }
+
+    net::CollectiveKind collective(int c) const
+    {
+        const std::int64_t v = i64(c);
+        if (v < 0 || v > 255 || !net::isValidCollectiveKind(std::uint8_t(v)))
+            m_reader.fail(QStringLiteral("damaged: collective kind %1 out of range").arg(v));
+        return net::CollectiveKind(v);
+    }
+
+    net::FrameEvent frame() const
+    {
+        net::FrameEvent e;
+        const std::int64_t side = i64(2);
+        if (side != 0 && side != 1)
+            m_reader.fail(QStringLiteral("damaged: frame side %1 out of range").arg(side));
+        e.side = net::FrameEvent::Side(side);
+        e.sendStartNs = i64(0);
+        (e.side == net::FrameEvent::Side::Send ? e.sendCompleteNs : e.recvCompleteNs) = i64(1);
+        e.src = rank(3);
+        e.dst = rank(4);
+        e.kind = collective(5);
+        e.seq = u64(6);
+        const std::int64_t tag = i64(7);
+        if (tag < 0 || tag > std::int64_t(UINT32_MAX))
+            m_reader.fail(QStringLiteral("damaged: frame tag %1 out of range").arg(tag));
+        e.tag = std::uint32_t(tag);
+        e.bytes = u64(8);
+        return e;
+    }
+
+    SpanEvent span() const
+    {
+        SpanEvent s;
+        s.startNs = i64(0);
+        s.endNs = i64(1);
+        s.node = rank(2);
+        const std::int64_t kind = i64(3);
+        if (kind < 0 || kind >= SpanEvent::kKinds)
+            m_reader.fail(QStringLiteral("damaged: span kind %1 out of range").arg(kind));
+        s.kind = SpanEvent::Kind(kind);
+        s.name = text(4);
+        s.step = i64(5);
+        s.collective = collective(6);
+        s.seq = u64(7);
+        s.bytes = u64(8);
+        return s;
+    }
+
+    MemorySample memory() const
+    {
+        MemorySample m;
+        m.tNs = i64(0);
+        m.node = rank(1);
+        m.step = i64(2);
+        m.params = i64(3);
+        m.grads = i64(4);
+        m.optimizer = i64(5);
+        m.activations = i64(6);
+        m.comm = i64(7);
+        m.live = i64(8);
+        m.peak = i64(9);
+        return m;
+    }
+
+    MetricSample metric() const
+    {
+        MetricSample m;
+        m.tNs = i64(0);
+        m.step = i64(1);
+        m.node = rank(2);
+        m.name = text(3);
+        // SQLite stores a NaN as NULL.
+        m.value = isNull(4) ? std::numeric_limits<double>::quiet_NaN() : f64(4);
+        return m;
+    }
+
+    LogLine log() const
+    {
+        LogLine l;
+        l.tNs = i64(0);
+        l.node = rank(1);
+        l.text = text(2);
+        return l;
+    }
+
+    TensorRecord tensor() const
+    {
+        TensorRecord t;
+        t.tNs = i64(0);
+        t.pauseId = u64(1);
+        t.node = rank(2);
+        t.step = i64(3);
+        t.collective = collective(4);
+        t.seq = u64(5);
+        t.name = text(6);
+        t.before = i64(7) != 0;
+        t.snapshotJson = blob(8);
+        return t;
+    }
+
+    // The single value of a one-row query; nullopt for no row or NULL.
+    std::optional<std::int64_t> scalar()
+    {
+        exec();
+        if (!next() || isNull(0))
+            return std::nullopt;
+        return i64(0);
+    }
+
+    [[noreturn]] void damaged() const
+    {
+        m_reader.fail(QStringLiteral("damaged or unreadable (SQLite: %1)").arg(sqliteText(m_q.lastError())));
+    }
+
+private:
+    const SessionReader &m_reader;
+    QSqlQuery m_q;
+};
+
+std::uint64_t SessionInfo::events() const
+{
+    std::uint64_t n = framesSend + framesReceive + memory + metrics + logs + tensors;
+    for (std::uint64_t s : spans)
+        n += s;
+    return n;
+}
+
+std::size_t SessionEvents::size() const
+{
+    return frames.size() + spans.size() + memory.size() + metrics.size() + logs.size() + tensors.size();
+}
+
+SessionReader::SessionReader(const QString &path)
+    : m_path(path)
+{
+    const QFileInfo file(path);
+    if (!file.exists())
+        fail(QStringLiteral("no such file"));
+    if (!file.isFile())
+        fail(QStringLiteral("not a file"));
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly))
+        fail(QStringLiteral("cannot read: %1").arg(f.errorString()));
+    // Checked here rather than left to SQLite, which treats an empty file as
+    // a new empty database.
+    const QByteArray magic = f.read(16);
+    if (magic.isEmpty())
+        fail(QStringLiteral("empty file, not a session"));
+    if (magic != QByteArray("SQLite format 3\0", 16))
+        fail(QStringLiteral("not a session file (not an SQLite database)"));
+    f.close();
+    try {
+        validate();
+        readHeader();
+    } catch (...) {
+        closeConnections(); // the destructor does not run for a constructor that throws
+        throw;
+    }
+}
+
+SessionReader::~SessionReader()
+{
+    closeConnections();
+}
+
+void SessionReader::closeConnections()
+{
+    std::vector<QString> names;
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        for (auto &connection : m_connections) {
+            names.push_back(connection.second.connectionName());
+            connection.second.close();
+        }
+        m_connections.clear();
+    }
+    for (const QString &name : names)
+        QSqlDatabase::removeDatabase(name);
+}
+
+void SessionReader::fail(const QString &reason) const
+{
+    throw SessionError(QStringLiteral("%1: %2").arg(m_path, reason).toStdString());
+}
+
+QSqlDatabase SessionReader::connection() const
+{
+    const std::thread::id me = std::this_thread::get_id();
+    std::lock_guard<std::mutex> lock(m_mutex);
+    for (const auto &connection : m_connections) {
+        if (connection.first == me)
+            return connection.second;
+    }
+    const QString name = QStringLiteral("smol-session-reader-%1").arg(g_connections.fetch_add(1));
+    QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), name);
+    db.setDatabaseName(m_path);
+    db.setConnectOptions(QStringLiteral("QSQLITE_OPEN_READONLY"));
+    if (!db.open()) {
+        const QString why = sqliteText(db.lastError());
+        db = QSqlDatabase();
+        QSqlDatabase::removeDatabase(name);
+        fail(QStringLiteral("cannot open: %1").arg(why));
+    }
+    m_connections.emplace_back(me, db);
+    return db;
+}
+
+void SessionReader::validate()
+{
+    std::set<QString> tables;
+    Query q(*this, QStringLiteral("SELECT name FROM sqlite_master WHERE type = 'table'"));
+    for (q.exec(); q.next();)
+        tables.insert(QString::fromStdString(q.text(0)));
+    const QString foreign = QStringLiteral("not a smolcluster session (an SQLite database without its tables)");
+    if (!tables.count(QStringLiteral("meta")))
+        fail(foreign);
+
+    Query format(*this, QStringLiteral("SELECT value FROM meta WHERE key = 'format'"));
+    if (!format.exec().next() || format.text(0) != "smolcluster-session")
+        fail(foreign);
+    Query version(*this, QStringLiteral("SELECT value FROM meta WHERE key = 'schema_version'"));
+    bool ok = false;
+    if (version.exec().next())
+        m_version = QString::fromStdString(version.text(0)).toInt(&ok);
+    if (!ok || m_version < 1)
+        fail(QStringLiteral("damaged: no valid schema version"));
+    if (m_version > kSessionSchemaVersion)
+        fail(QStringLiteral("schema version %1 is newer than this build reads (%2); update smolcluster")
+                 .arg(m_version)
+                 .arg(kSessionSchemaVersion));
+    for (const char *table : kTablesV1) {
+        if (!tables.count(QString::fromLatin1(table)))
+            fail(QStringLiteral("damaged: table '%1' is missing").arg(QLatin1String(table)));
+    }
+}
+
+void SessionReader::readHeader()
+{
+    Query run(*this, QStringLiteral("SELECT strategy, model, nodes, steps, start_ns, config_json, placement_json"
+                                    " FROM run WHERE id = 1"));
+    if (!run.exec().next())
+        fail(QStringLiteral("damaged: the run header is missing"));
+    m_header.strategy = run.text(0);
+    m_header.model = run.text(1);
+    m_header.nodes = run.rank(2);
+    m_header.steps = run.i64(3);
+    m_header.startNs = run.i64(4);
+    m_header.configJson = run.blob(5);
+    m_header.placementJson = run.blob(6);
+
+    Query nodes(*this, QStringLiteral("SELECT rank, name, host, role FROM nodes ORDER BY rank"));
+    for (nodes.exec(); nodes.next();)
+        m_header.nodeList.push_back({nodes.rank(0), nodes.text(1), nodes.text(2), nodes.text(3)});
+}
+
+bool SessionReader::isComplete() const
+{
+    return Query(*this, QStringLiteral("SELECT value FROM meta WHERE key = 'end_ns'")).scalar().has_value();
+}
+
+std::int64_t SessionReader::maxDuration(const QString &key, const char *table, int spanKind) const
+{
+    Query stored(*this, QStringLiteral("SELECT value FROM meta WHERE key = ?"));
+    std::optional<std::int64_t> max = stored.bind(key).scalar();
+    if (!max) { // not recorded (no such events yet): measure
+        Query measured(*this, QStringLiteral("SELECT MAX(t_end - t_start) FROM %1%2")
+                                  .arg(QLatin1String(table),
+                                       spanKind >= 0 ? QStringLiteral(" WHERE kind = %1").arg(spanKind) : QString()));
+        max = measured.scalar();
+    }
+    return std::max<std::int64_t>(0, max.value_or(0));
+}
+
+std::pair<std::int64_t, std::int64_t> SessionReader::timeRange() const
+{
+    std::int64_t first = m_header.startNs;
+    std::int64_t last = m_header.startNs;
+    // MIN or MAX alone over an indexed column is one index lookup.
+    const std::pair<const char *, const char *> timed[] = {{"frames", "t_end"}, {"spans", "t_end"},
+                                                           {"memory", "t"},     {"metrics", "t"},
+                                                           {"logs", "t"},       {"tensors", "t"}};
+    for (const auto &[table, column] : timed) {
+        const QString from = QStringLiteral("(%1) FROM %2").arg(QLatin1String(column), QLatin1String(table));
+        if (auto v = Query(*this, QStringLiteral("SELECT MIN") + from).scalar())
+            first = std::min(first, *v);
+        if (auto v = Query(*this, QStringLiteral("SELECT MAX") + from).scalar())
+            last = std::max(last, *v);
+    }
+    if (auto end = Query(*this, QStringLiteral("SELECT value FROM meta WHERE key = 'end_ns'")).scalar())
+        last = std::max(last, *end);
+    return {first, last};
+}
+
+std::vector<net::FrameEvent> SessionReader::frames(std::int64_t t0, std::int64_t t1) const
+{
+    const std::int64_t longest = maxDuration(QStringLiteral("max_frame_ns"), "frames", -1);
+    Query q(*this, sql("SELECT %1 FROM frames WHERE t_end >= ? AND t_end <= ? AND t_start <= ? ORDER BY t_end, id",
+                       kFrameColumns));
+    q.bind(qlonglong(t0)).bind(qlonglong(saturatingAdd(t1, longest))).bind(qlonglong(t1)).exec();
+    std::vector<net::FrameEvent> out;
+    while (q.next())
+        out.push_back(q.frame());
+    return out;
+}
+
+std::vector<SpanEvent> SessionReader::spans(std::int64_t t0, std::int64_t t1) const
+{
+    // Per kind, so a long pause does not widen the scan for forward spans.
+    struct Found {
+        std::int64_t id;
+        SpanEvent span;
+    };
+    std::vector<Found> found;
+    for (int k = 0; k < SpanEvent::kKinds; ++k) {
+        const std::int64_t longest = maxDuration(
+            QStringLiteral("max_span_ns.%1").arg(QLatin1String(spanKindName(SpanEvent::Kind(k)))), "spans", k);
+        Query q(*this, sql("SELECT %1 FROM spans WHERE kind = ? AND t_start >= ? AND t_start <= ? AND t_end >= ?",
+                           kSpanColumns));
+        q.bind(k).bind(qlonglong(saturatingAdd(t0, -longest))).bind(qlonglong(t1)).bind(qlonglong(t0)).exec();
+        while (q.next())
+            found.push_back({q.i64(9), q.span()});
+    }
+    std::sort(found.begin(), found.end(), [](const Found &a, const Found &b) {
+        return a.span.endNs != b.span.endNs ? a.span.endNs < b.span.endNs : a.id < b.id;
+    });
+    std::vector<SpanEvent> out;
+    out.reserve(found.size());
+    for (Found &f : found)
+        out.push_back(std::move(f.span));
+    return out;
+}
+
+std::vector<MemorySample> SessionReader::memory(std::int64_t t0, std::int64_t t1) const
+{
+    Query q(*this, sql("SELECT %1 FROM memory WHERE t >= ? AND t <= ? ORDER BY t, id", kMemoryColumns));
+    q.bind(qlonglong(t0)).bind(qlonglong(t1)).exec();
+    std::vector<MemorySample> out;
+    while (q.next())
+        out.push_back(q.memory());
+    return out;
+}
+
+std::vector<MetricSample> SessionReader::metrics(std::int64_t t0, std::int64_t t1, const std::string &name) const
+{
+    Query q(*this, sql(name.empty() ? "SELECT %1 FROM metrics WHERE t >= ? AND t <= ? ORDER BY t, id"
+                                    : "SELECT %1 FROM metrics WHERE t >= ? AND t <= ? AND name = ? ORDER BY t, id",
+                       kMetricColumns));
+    q.bind(qlonglong(t0)).bind(qlonglong(t1));
+    if (!name.empty())
+        q.bind(QString::fromStdString(name));
+    q.exec();
+    std::vector<MetricSample> out;
+    while (q.next())
+        out.push_back(q.metric());
+    return out;
+}
+
+std::vector<LogLine> SessionReader::logs(std::int64_t t0, std::int64_t t1) const
+{
+    Query q(*this, sql("SELECT %1 FROM logs WHERE t >= ? AND t <= ? ORDER BY t, id", kLogColumns));
+    q.bind(qlonglong(t0)).bind(qlonglong(t1)).exec();
+    std::vector<LogLine> out;
+    while (q.next())
+        out.push_back(q.log());
+    return out;
+}
+
+std::vector<TensorRecord> SessionReader::tensors(std::int64_t t0, std::int64_t t1) const
+{
+    Query q(*this, sql("SELECT %1 FROM tensors WHERE t >= ? AND t <= ? ORDER BY t, id", kTensorColumns));
+    q.bind(qlonglong(t0)).bind(qlonglong(t1)).exec();
+    std::vector<TensorRecord> out;
+    while (q.next())
+        out.push_back(q.tensor());
+    return out;
+}
+
+std::vector<TensorRecord> SessionReader::tensorsOfPause(std::uint64_t pauseId) const
+{
+    Query q(*this, sql("SELECT %1 FROM tensors WHERE pause_id = ? ORDER BY t, id", kTensorColumns));
+    q.bind(qlonglong(pauseId)).exec();
+    std::vector<TensorRecord> out;
+    while (q.next())
+        out.push_back(q.tensor());
+    return out;
+}
+
+SessionEvents SessionReader::eventsIn(std::int64_t after, std::int64_t upTo) const
+{
+    SessionEvents out;
+    if (upTo <= after)
+        return out;
+    auto query = [&](const char *format, const char *columns) {
+        Query q(*this, sql(format, columns));
+        q.bind(qlonglong(after)).bind(qlonglong(upTo)).exec();
+        return q;
+    };
+    for (Query q = query("SELECT %1 FROM frames WHERE t_end > ? AND t_end <= ? ORDER BY t_end, id", kFrameColumns);
+         q.next();)
+        out.frames.push_back(q.frame());
+    for (Query q = query("SELECT %1 FROM spans WHERE t_end > ? AND t_end <= ? ORDER BY t_end, id", kSpanColumns);
+         q.next();)
+        out.spans.push_back(q.span());
+    for (Query q = query("SELECT %1 FROM memory WHERE t > ? AND t <= ? ORDER BY t, id", kMemoryColumns); q.next();)
+        out.memory.push_back(q.memory());
+    for (Query q = query("SELECT %1 FROM metrics WHERE t > ? AND t <= ? ORDER BY t, id", kMetricColumns); q.next();)
+        out.metrics.push_back(q.metric());
+    for (Query q = query("SELECT %1 FROM logs WHERE t > ? AND t <= ? ORDER BY t, id", kLogColumns); q.next();)
+        out.logs.push_back(q.log());
+    for (Query q = query("SELECT %1 FROM tensors WHERE t > ? AND t <= ? ORDER BY t, id", kTensorColumns); q.next();)
+        out.tensors.push_back(q.tensor());
+    return out;
+}
+
+std::vector<MemorySample> SessionReader::latestMemory(std::int64_t tNs) const
+{
+    // Walk back from tNs until every rank of the header has been seen (or
+    // the samples run out).
+    std::set<int> missing;
+    for (const SessionNode &n : m_header.nodeList)
+        missing.insert(n.rank);
+    const bool knownNodes = !missing.empty();
+    std::map<int, MemorySample> latest;
+    Query q(*this, sql("SELECT %1 FROM memory WHERE t <= ? ORDER BY t DESC, id DESC", kMemoryColumns));
+    for (q.bind(qlonglong(tNs)).exec(); q.next();) {
+        MemorySample m = q.memory();
+        missing.erase(m.node);
+        latest.emplace(m.node, std::move(m));
+        if (knownNodes && missing.empty())
+            break;
+    }
+    std::vector<MemorySample> out;
+    for (auto &entry : latest)
+        out.push_back(std::move(entry.second));
+    return out;
+}
+
+std::optional<std::int64_t> SessionReader::stepStart(std::int64_t step) const
+{
+    std::optional<std::int64_t> span =
+        Query(*this, QStringLiteral("SELECT MIN(t_start) FROM spans WHERE step = ?")).bind(qlonglong(step)).scalar();
+    std::optional<std::int64_t> metric =
+        Query(*this, QStringLiteral("SELECT MIN(t) FROM metrics WHERE step = ?")).bind(qlonglong(step)).scalar();
+    if (span && metric)
+        return std::min(*span, *metric);
+    return span ? span : metric;
+}
+
+std::vector<CollectiveBoundary> SessionReader::collectives() const
+{
+    Query q(*this, QStringLiteral("SELECT collective, seq, step, MIN(t_start) AS t0, MAX(t_end) FROM spans"
+                                  " WHERE kind = %1 GROUP BY step, collective, seq ORDER BY t0")
+                       .arg(int(SpanEvent::Kind::Collective)));
+    q.exec();
+    std::vector<CollectiveBoundary> out;
+    while (q.next())
+        out.push_back({q.collective(0), q.u64(1), q.i64(2), q.i64(3), q.i64(4)});
+    return out;
+}
+
+void SessionReader::forEachFrame(const std::function<void(const net::FrameEvent &)> &fn) const
+{
+    Query q(*this, sql("SELECT %1 FROM frames ORDER BY t_end, id", kFrameColumns));
+    for (q.exec(); q.next();)
+        fn(q.frame());
+}
+
+void SessionReader::forEachSpanByStart(const std::function<void(const SpanEvent &)> &fn) const
+{
+    Query q(*this, sql("SELECT %1 FROM spans ORDER BY t_start, id", kSpanColumns));
+    for (q.exec(); q.next();)
+        fn(q.span());
+}
+
+void SessionReader::forEachMemory(const std::function<void(const MemorySample &)> &fn) const
+{
+    Query q(*this, sql("SELECT %1 FROM memory ORDER BY t, id", kMemoryColumns));
+    for (q.exec(); q.next();)
+        fn(q.memory());
+}
+
+void SessionReader::forEachMetric(const std::function<void(const MetricSample &)> &fn) const
+{
+    Query q(*this, sql("SELECT %1 FROM metrics ORDER BY t, id", kMetricColumns));
+    for (q.exec(); q.next();)
+        fn(q.metric());
+}
+
+void SessionReader::forEachLog(const std::function<void(const LogLine &)> &fn) const
+{
+    Query q(*this, sql("SELECT %1 FROM logs ORDER BY t, id", kLogColumns));
+    for (q.exec(); q.next();)
+        fn(q.log());
+}
+
+SessionInfo SessionReader::info() const
+{
+    SessionInfo info;
+    info.schemaVersion = m_version;
+    info.strategy = m_header.strategy;
+    info.model = m_header.model;
+    info.nodes = m_header.nodes;
+    info.nodeList = m_header.nodeList;
+    info.stepsPlanned = m_header.steps;
+    info.startNs = m_header.startNs;
+
+    // One pass over the frames: counts per side and bytes per link.
+    Query frames(*this, QStringLiteral("SELECT src, dst, side, COUNT(*), SUM(bytes) FROM frames"
+                                       " GROUP BY src, dst, side ORDER BY src, dst"));
+    for (frames.exec(); frames.next();) {
+        const std::uint64_t count = frames.u64(3);
+        if (frames.i64(2) == 0) {
+            info.framesSend += count;
+            info.links.push_back({frames.rank(0), frames.rank(1), frames.u64(4), count});
+        } else {
+            info.framesReceive += count;
+        }
+    }
+    Query spans(*this, QStringLiteral("SELECT kind, COUNT(*) FROM spans GROUP BY kind"));
+    for (spans.exec(); spans.next();) {
+        const std::int64_t kind = spans.i64(0);
+        if (kind < 0 || kind >= SpanEvent::kKinds)
+            fail(QStringLiteral("damaged: span kind %1 out of range").arg(kind));
+        info.spans[std::size_t(kind)] = spans.u64(1);
+    }
+    auto count = [this](const char *table) {
+        return std::uint64_t(
+            Query(*this, QStringLiteral("SELECT COUNT(*) FROM %1").arg(QLatin1String(table))).scalar().value_or(0));
+    };
+    info.memory = count("memory");
+    info.metrics = count("metrics");
+    info.logs = count("logs");
+    info.tensors = count("tensors");
+
+    Query steps(*this, QStringLiteral("SELECT COUNT(*), MAX(step) FROM (SELECT step FROM spans WHERE step >= 0"
+                                      " UNION SELECT step FROM metrics WHERE step >= 0)"));
+    if (steps.exec().next()) {
+        info.stepsRecorded = steps.i64(0);
+        info.lastStep = steps.isNull(1) ? -1 : steps.i64(1);
+    }
+
+    Query loss(*this, QStringLiteral("SELECT value, step FROM metrics WHERE name = 'loss'"
+                                     " ORDER BY node = -1 DESC, t DESC, id DESC LIMIT 1"));
+    if (loss.exec().next()) {
+        info.finalLoss = loss.isNull(0) ? std::numeric_limits<double>::quiet_NaN() : loss.f64(0);
+        info.finalLossStep = loss.i64(1);
+    }
+
+    Query end(*this, QStringLiteral("SELECT key, value FROM meta WHERE key IN ('end_ns', 'duration_ns', 'final_loss')"));
+    std::optional<std::int64_t> duration;
+    for (end.exec(); end.next();) {
+        const std::string key = end.text(0);
+        if (key == "end_ns")
+            info.complete = true;
+        else if (key == "duration_ns")
+            duration = end.i64(1);
+        else if (key == "final_loss" && !info.finalLoss && !end.isNull(1))
+            info.finalLoss = end.f64(1);
+    }
+    std::int64_t newest = m_header.startNs;
+    for (const char *q : {"SELECT MAX(t_end) FROM frames", "SELECT MAX(t_end) FROM spans", "SELECT MAX(t) FROM memory",
+                          "SELECT MAX(t) FROM metrics", "SELECT MAX(t) FROM logs", "SELECT MAX(t) FROM tensors"}) {
+        if (auto v = Query(*this, QString::fromLatin1(q)).scalar())
+            newest = std::max(newest, *v);
+    }
+    info.lastEventNs = newest;
+    info.durationNs = info.complete && duration ? *duration : newest - m_header.startNs;
+    return info;
+}
+
+} // namespace smol::engine
