@@ -54,6 +54,7 @@ public:
             co.bindAddress = "127.0.0.1";
             co.token = "tst-breakpoints";
             m_coordinator = std::make_unique<Coordinator>(co);
+            m_coordinator->setLogSink([](const std::string &l) { qWarning("coordinator: %s", l.c_str()); });
             for (int k = 0; k < config.nodes; ++k)
                 m_agents.emplace_back([this, k] {
                     NodeAgentOptions o;
@@ -109,7 +110,19 @@ public:
             m_watchdog.join();
         return ok;
     }
-    TrainSummary summary() { return m_result.get(); }
+    // The run's summary; a failed run gives a NaN final loss (and its reason in the log).
+    TrainSummary summary()
+    {
+        try {
+            return m_result.get();
+        } catch (const std::exception &e) {
+            qWarning("the run failed: %s", e.what());
+            QTest::qWait(1000); // the nodes' own accounts reach the coordinator's log
+            TrainSummary failed;
+            failed.finalLoss = std::nan("");
+            return failed;
+        }
+    }
 
 private:
     BreakpointController &m_controller;

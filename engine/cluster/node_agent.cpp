@@ -134,6 +134,7 @@ public:
             m_heartbeat.join();
         if (m_epochThread.joinable())
             m_epochThread.join();
+        m_finishedTransport.reset();
         return code;
     }
 
@@ -292,6 +293,10 @@ private:
         if (m_epochThread.joinable()) { // a previous epoch still running is over
             abortEpoch(-1);
             m_epochThread.join();
+        }
+        {
+            std::lock_guard lock(m_mutex);
+            m_finishedTransport.reset();
         }
         try {
             a.config = configFromJson(m.json.value(QStringLiteral("config")).toObject());
@@ -531,8 +536,17 @@ private:
         const QByteArray tail = telemetry.take();
         if (!tail.isEmpty())
             sendQuietly(QJsonObject{{"type", "trace"}, {"epoch", a.epoch}}, tail);
-        transport.reset(); // close the data plane before saying we are done
+        // Report first, then close the data plane: a failure's own reason
+        // reaches the coordinator before its peers' "connection closed".
         sendQuietly(outcome, outcomeBlob);
+        if (outcome.value(QStringLiteral("type")).toString() == QLatin1String("done")) {
+            // Peers may still be finishing their last collective (a ring's
+            // last frames): a closed link would fail them. The links stay up
+            // until the coordinator, having every node's result, moves on.
+            std::lock_guard lock(m_mutex);
+            m_finishedTransport = std::move(transport);
+        }
+        transport.reset();
     }
 
     const NodeAgentOptions m_opts;
@@ -555,6 +569,7 @@ private:
     std::uint64_t m_nextCall = 1;
     net::Transport *m_transport = nullptr;
     TelemetryBuffer *m_telemetry = nullptr;
+    std::unique_ptr<net::TcpTransport> m_finishedTransport; // the last epoch's, kept open (see epochMain)
 };
 
 void RemoteHook::before(const net::CollectiveInfo &info)
