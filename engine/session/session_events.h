@@ -55,12 +55,18 @@ struct SpanEvent {
 inline const char *spanKindName(SpanEvent::Kind kind)
 {
     switch (kind) {
-    case SpanEvent::Kind::Forward: return "forward";
-    case SpanEvent::Kind::Backward: return "backward";
-    case SpanEvent::Kind::Optimizer: return "optimizer";
-    case SpanEvent::Kind::Collective: return "collective";
-    case SpanEvent::Kind::Pause: return "pause";
-    case SpanEvent::Kind::Step: return "step";
+    case SpanEvent::Kind::Forward:
+        return "forward";
+    case SpanEvent::Kind::Backward:
+        return "backward";
+    case SpanEvent::Kind::Optimizer:
+        return "optimizer";
+    case SpanEvent::Kind::Collective:
+        return "collective";
+    case SpanEvent::Kind::Pause:
+        return "pause";
+    case SpanEvent::Kind::Step:
+        return "step";
     }
     return "?";
 }
@@ -120,6 +126,34 @@ struct SessionHeader {
     QByteArray placementJson;
     std::int64_t startNs = 0;
 };
+
+// When an event became known: a frame side's completion, a span's end, the
+// instant of the others. Replay emits events at this time; session files
+// index it.
+inline std::int64_t eventTimeNs(const net::FrameEvent &e)
+{
+    return e.side == net::FrameEvent::Side::Send ? e.sendCompleteNs : e.recvCompleteNs;
+}
+inline std::int64_t eventTimeNs(const SpanEvent &e)
+{
+    return e.endNs;
+}
+inline std::int64_t eventTimeNs(const MemorySample &e)
+{
+    return e.tNs;
+}
+inline std::int64_t eventTimeNs(const MetricSample &e)
+{
+    return e.tNs;
+}
+inline std::int64_t eventTimeNs(const LogLine &e)
+{
+    return e.tNs;
+}
+inline std::int64_t eventTimeNs(const TensorRecord &e)
+{
+    return e.tNs;
+}
 
 // Where a run's events go: a recorder, the GUI bridge, a test. Live
 // clusters and ReplaySource call it the same way.

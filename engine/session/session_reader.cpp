@@ -30,6 +30,11 @@ const char kMetricColumns[] = "t, step, node, name, value";
 const char kLogColumns[] = "t, node, text";
 const char kTensorColumns[] = "t, pause_id, node, step, collective, seq, name, before, snapshot_json";
 
+// Each event table and its event-time column (indexed).
+const std::pair<const char *, const char *> kEventTimes[] = {{"frames", "t_end"}, {"spans", "t_end"},
+                                                             {"memory", "t"},     {"metrics", "t"},
+                                                             {"logs", "t"},       {"tensors", "t"}};
+
 // The tables schema version 1 has; a file of that version without one of
 // them is damaged.
 const char *const kTablesV1[] = {"run", "nodes", "frames", "spans", "memory", "metrics", "logs", "tensors"};
@@ -42,13 +47,21 @@ QString sqliteText(const QSqlError &e)
     return text.isEmpty() ? QStringLiteral("unknown error") : text;
 }
 
+// a + b and a - b, saturated: a damaged file's extreme times must not overflow.
 std::int64_t saturatingAdd(std::int64_t a, std::int64_t b)
 {
-    if (b > 0 && a > std::numeric_limits<std::int64_t>::max() - b)
-        return std::numeric_limits<std::int64_t>::max();
-    if (b < 0 && a < std::numeric_limits<std::int64_t>::min() - b)
-        return std::numeric_limits<std::int64_t>::min();
-    return a + b;
+    std::int64_t r = 0;
+    if (__builtin_add_overflow(a, b, &r))
+        return b > 0 ? std::numeric_limits<std::int64_t>::max() : std::numeric_limits<std::int64_t>::min();
+    return r;
+}
+
+std::int64_t saturatingSub(std::int64_t a, std::int64_t b)
+{
+    std::int64_t r = 0;
+    if (__builtin_sub_overflow(a, b, &r))
+        return b < 0 ? std::numeric_limits<std::int64_t>::max() : std::numeric_limits<std::int64_t>::min();
+    return r;
 }
 
 QString sql(const char *format, const char *columns)
@@ -319,7 +332,12 @@ void SessionReader::validate()
     Query q(*this, QStringLiteral("SELECT name FROM sqlite_master WHERE type = 'table'"));
     for (q.exec(); q.next();)
         tables.insert(QString::fromStdString(q.text(0)));
-    const QString foreign = QStringLiteral("not a smolcluster session (an SQLite database without its tables)");
+    if (tables.empty()) // what a truncated file, or one parted from its -wal, often looks like
+        fail(QStringLiteral(
+            "damaged or incomplete: an SQLite database without any table (truncated, or its -wal "
+            "file missing?)"));
+    const QString foreign =
+        QStringLiteral("not a smolcluster session (an SQLite database without its tables)");
     if (!tables.count(QStringLiteral("meta")))
         fail(foreign);
 
@@ -344,8 +362,9 @@ void SessionReader::validate()
 
 void SessionReader::readHeader()
 {
-    Query run(*this, QStringLiteral("SELECT strategy, model, nodes, steps, start_ns, config_json, placement_json"
-                                    " FROM run WHERE id = 1"));
+    Query run(*this,
+              QStringLiteral("SELECT strategy, model, nodes, steps, start_ns, config_json, placement_json"
+                             " FROM run WHERE id = 1"));
     if (!run.exec().next())
         fail(QStringLiteral("damaged: the run header is missing"));
     m_header.strategy = run.text(0);
@@ -371,9 +390,10 @@ std::int64_t SessionReader::maxDuration(const QString &key, const char *table, i
     Query stored(*this, QStringLiteral("SELECT value FROM meta WHERE key = ?"));
     std::optional<std::int64_t> max = stored.bind(key).scalar();
     if (!max) { // not recorded (no such events yet): measure
-        Query measured(*this, QStringLiteral("SELECT MAX(t_end - t_start) FROM %1%2")
-                                  .arg(QLatin1String(table),
-                                       spanKind >= 0 ? QStringLiteral(" WHERE kind = %1").arg(spanKind) : QString()));
+        Query measured(
+            *this, QStringLiteral("SELECT MAX(t_end - t_start) FROM %1%2")
+                       .arg(QLatin1String(table),
+                            spanKind >= 0 ? QStringLiteral(" WHERE kind = %1").arg(spanKind) : QString()));
         max = measured.scalar();
     }
     return std::max<std::int64_t>(0, max.value_or(0));
@@ -384,10 +404,7 @@ std::pair<std::int64_t, std::int64_t> SessionReader::timeRange() const
     std::int64_t first = m_header.startNs;
     std::int64_t last = m_header.startNs;
     // MIN or MAX alone over an indexed column is one index lookup.
-    const std::pair<const char *, const char *> timed[] = {{"frames", "t_end"}, {"spans", "t_end"},
-                                                           {"memory", "t"},     {"metrics", "t"},
-                                                           {"logs", "t"},       {"tensors", "t"}};
-    for (const auto &[table, column] : timed) {
+    for (const auto &[table, column] : kEventTimes) {
         const QString from = QStringLiteral("(%1) FROM %2").arg(QLatin1String(column), QLatin1String(table));
         if (auto v = Query(*this, QStringLiteral("SELECT MIN") + from).scalar())
             first = std::min(first, *v);
@@ -399,11 +416,24 @@ std::pair<std::int64_t, std::int64_t> SessionReader::timeRange() const
     return {first, last};
 }
 
+std::optional<std::int64_t> SessionReader::nextEventTime(std::int64_t tNs) const
+{
+    std::optional<std::int64_t> next;
+    for (const auto &[table, column] : kEventTimes) {
+        Query q(*this, QStringLiteral("SELECT MIN(%1) FROM %2 WHERE %1 > ?")
+                           .arg(QLatin1String(column), QLatin1String(table)));
+        if (auto v = q.bind(qlonglong(tNs)).scalar())
+            next = next ? std::min(*next, *v) : *v;
+    }
+    return next;
+}
+
 std::vector<net::FrameEvent> SessionReader::frames(std::int64_t t0, std::int64_t t1) const
 {
     const std::int64_t longest = maxDuration(QStringLiteral("max_frame_ns"), "frames", -1);
-    Query q(*this, sql("SELECT %1 FROM frames WHERE t_end >= ? AND t_end <= ? AND t_start <= ? ORDER BY t_end, id",
-                       kFrameColumns));
+    Query q(*this,
+            sql("SELECT %1 FROM frames WHERE t_end >= ? AND t_end <= ? AND t_start <= ? ORDER BY t_end, id",
+                kFrameColumns));
     q.bind(qlonglong(t0)).bind(qlonglong(saturatingAdd(t1, longest))).bind(qlonglong(t1)).exec();
     std::vector<net::FrameEvent> out;
     while (q.next())
@@ -420,11 +450,13 @@ std::vector<SpanEvent> SessionReader::spans(std::int64_t t0, std::int64_t t1) co
     };
     std::vector<Found> found;
     for (int k = 0; k < SpanEvent::kKinds; ++k) {
-        const std::int64_t longest = maxDuration(
-            QStringLiteral("max_span_ns.%1").arg(QLatin1String(spanKindName(SpanEvent::Kind(k)))), "spans", k);
-        Query q(*this, sql("SELECT %1 FROM spans WHERE kind = ? AND t_start >= ? AND t_start <= ? AND t_end >= ?",
-                           kSpanColumns));
-        q.bind(k).bind(qlonglong(saturatingAdd(t0, -longest))).bind(qlonglong(t1)).bind(qlonglong(t0)).exec();
+        const std::int64_t longest =
+            maxDuration(QStringLiteral("max_span_ns.%1").arg(QLatin1String(spanKindName(SpanEvent::Kind(k)))),
+                        "spans", k);
+        Query q(*this,
+                sql("SELECT %1 FROM spans WHERE kind = ? AND t_start >= ? AND t_start <= ? AND t_end >= ?",
+                    kSpanColumns));
+        q.bind(k).bind(qlonglong(saturatingSub(t0, longest))).bind(qlonglong(t1)).bind(qlonglong(t0)).exec();
         while (q.next())
             found.push_back({q.i64(9), q.span()});
     }
@@ -448,11 +480,13 @@ std::vector<MemorySample> SessionReader::memory(std::int64_t t0, std::int64_t t1
     return out;
 }
 
-std::vector<MetricSample> SessionReader::metrics(std::int64_t t0, std::int64_t t1, const std::string &name) const
+std::vector<MetricSample> SessionReader::metrics(std::int64_t t0, std::int64_t t1,
+                                                 const std::string &name) const
 {
-    Query q(*this, sql(name.empty() ? "SELECT %1 FROM metrics WHERE t >= ? AND t <= ? ORDER BY t, id"
-                                    : "SELECT %1 FROM metrics WHERE t >= ? AND t <= ? AND name = ? ORDER BY t, id",
-                       kMetricColumns));
+    Query q(*this,
+            sql(name.empty() ? "SELECT %1 FROM metrics WHERE t >= ? AND t <= ? ORDER BY t, id"
+                             : "SELECT %1 FROM metrics WHERE t >= ? AND t <= ? AND name = ? ORDER BY t, id",
+                kMetricColumns));
     q.bind(qlonglong(t0)).bind(qlonglong(t1));
     if (!name.empty())
         q.bind(QString::fromStdString(name));
@@ -503,19 +537,24 @@ SessionEvents SessionReader::eventsIn(std::int64_t after, std::int64_t upTo) con
         q.bind(qlonglong(after)).bind(qlonglong(upTo)).exec();
         return q;
     };
-    for (Query q = query("SELECT %1 FROM frames WHERE t_end > ? AND t_end <= ? ORDER BY t_end, id", kFrameColumns);
+    for (Query q =
+             query("SELECT %1 FROM frames WHERE t_end > ? AND t_end <= ? ORDER BY t_end, id", kFrameColumns);
          q.next();)
         out.frames.push_back(q.frame());
-    for (Query q = query("SELECT %1 FROM spans WHERE t_end > ? AND t_end <= ? ORDER BY t_end, id", kSpanColumns);
+    for (Query q =
+             query("SELECT %1 FROM spans WHERE t_end > ? AND t_end <= ? ORDER BY t_end, id", kSpanColumns);
          q.next();)
         out.spans.push_back(q.span());
-    for (Query q = query("SELECT %1 FROM memory WHERE t > ? AND t <= ? ORDER BY t, id", kMemoryColumns); q.next();)
+    for (Query q = query("SELECT %1 FROM memory WHERE t > ? AND t <= ? ORDER BY t, id", kMemoryColumns);
+         q.next();)
         out.memory.push_back(q.memory());
-    for (Query q = query("SELECT %1 FROM metrics WHERE t > ? AND t <= ? ORDER BY t, id", kMetricColumns); q.next();)
+    for (Query q = query("SELECT %1 FROM metrics WHERE t > ? AND t <= ? ORDER BY t, id", kMetricColumns);
+         q.next();)
         out.metrics.push_back(q.metric());
     for (Query q = query("SELECT %1 FROM logs WHERE t > ? AND t <= ? ORDER BY t, id", kLogColumns); q.next();)
         out.logs.push_back(q.log());
-    for (Query q = query("SELECT %1 FROM tensors WHERE t > ? AND t <= ? ORDER BY t, id", kTensorColumns); q.next();)
+    for (Query q = query("SELECT %1 FROM tensors WHERE t > ? AND t <= ? ORDER BY t, id", kTensorColumns);
+         q.next();)
         out.tensors.push_back(q.tensor());
     return out;
 }
@@ -546,9 +585,13 @@ std::vector<MemorySample> SessionReader::latestMemory(std::int64_t tNs) const
 std::optional<std::int64_t> SessionReader::stepStart(std::int64_t step) const
 {
     std::optional<std::int64_t> span =
-        Query(*this, QStringLiteral("SELECT MIN(t_start) FROM spans WHERE step = ?")).bind(qlonglong(step)).scalar();
+        Query(*this, QStringLiteral("SELECT MIN(t_start) FROM spans WHERE step = ?"))
+            .bind(qlonglong(step))
+            .scalar();
     std::optional<std::int64_t> metric =
-        Query(*this, QStringLiteral("SELECT MIN(t) FROM metrics WHERE step = ?")).bind(qlonglong(step)).scalar();
+        Query(*this, QStringLiteral("SELECT MIN(t) FROM metrics WHERE step = ?"))
+            .bind(qlonglong(step))
+            .scalar();
     if (span && metric)
         return std::min(*span, *metric);
     return span ? span : metric;
@@ -632,16 +675,18 @@ SessionInfo SessionReader::info() const
         info.spans[std::size_t(kind)] = spans.u64(1);
     }
     auto count = [this](const char *table) {
-        return std::uint64_t(
-            Query(*this, QStringLiteral("SELECT COUNT(*) FROM %1").arg(QLatin1String(table))).scalar().value_or(0));
+        return std::uint64_t(Query(*this, QStringLiteral("SELECT COUNT(*) FROM %1").arg(QLatin1String(table)))
+                                 .scalar()
+                                 .value_or(0));
     };
     info.memory = count("memory");
     info.metrics = count("metrics");
     info.logs = count("logs");
     info.tensors = count("tensors");
 
-    Query steps(*this, QStringLiteral("SELECT COUNT(*), MAX(step) FROM (SELECT step FROM spans WHERE step >= 0"
-                                      " UNION SELECT step FROM metrics WHERE step >= 0)"));
+    Query steps(*this,
+                QStringLiteral("SELECT COUNT(*), MAX(step) FROM (SELECT step FROM spans WHERE step >= 0"
+                               " UNION SELECT step FROM metrics WHERE step >= 0)"));
     if (steps.exec().next()) {
         info.stepsRecorded = steps.i64(0);
         info.lastStep = steps.isNull(1) ? -1 : steps.i64(1);
@@ -654,7 +699,8 @@ SessionInfo SessionReader::info() const
         info.finalLossStep = loss.i64(1);
     }
 
-    Query end(*this, QStringLiteral("SELECT key, value FROM meta WHERE key IN ('end_ns', 'duration_ns', 'final_loss')"));
+    Query end(*this, QStringLiteral(
+                         "SELECT key, value FROM meta WHERE key IN ('end_ns', 'duration_ns', 'final_loss')"));
     std::optional<std::int64_t> duration;
     for (end.exec(); end.next();) {
         const std::string key = end.text(0);
@@ -666,13 +712,14 @@ SessionInfo SessionReader::info() const
             info.finalLoss = end.f64(1);
     }
     std::int64_t newest = m_header.startNs;
-    for (const char *q : {"SELECT MAX(t_end) FROM frames", "SELECT MAX(t_end) FROM spans", "SELECT MAX(t) FROM memory",
-                          "SELECT MAX(t) FROM metrics", "SELECT MAX(t) FROM logs", "SELECT MAX(t) FROM tensors"}) {
-        if (auto v = Query(*this, QString::fromLatin1(q)).scalar())
+    for (const auto &[table, column] : kEventTimes) {
+        if (auto v = Query(*this, QStringLiteral("SELECT MAX(%1) FROM %2")
+                                      .arg(QLatin1String(column), QLatin1String(table)))
+                         .scalar())
             newest = std::max(newest, *v);
     }
     info.lastEventNs = newest;
-    info.durationNs = info.complete && duration ? *duration : newest - m_header.startNs;
+    info.durationNs = info.complete && duration ? *duration : saturatingSub(newest, m_header.startNs);
     return info;
 }
 

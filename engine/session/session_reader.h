@@ -62,7 +62,8 @@ struct SessionInfo {
     std::array<std::uint64_t, SpanEvent::kKinds> spans{}; // by SpanEvent::Kind
     std::uint64_t memory = 0, metrics = 0, logs = 0, tensors = 0;
     std::vector<SessionLink> links; // by (src, dst)
-    std::optional<double> finalLoss; // the last "loss" metric (cluster-wide ones first), else the end marker's
+    std::optional<double>
+        finalLoss; // the last "loss" metric (cluster-wide ones first), else the end marker's
     std::int64_t finalLossStep = -1;
     std::uint64_t events() const;
 };
@@ -116,6 +117,8 @@ public:
     // Every record with event time in (after, upTo]: what a replay emits
     // when its position moves from `after` to `upTo`.
     SessionEvents eventsIn(std::int64_t after, std::int64_t upTo) const;
+    // The first event time after `tNs`; nullopt if none.
+    std::optional<std::int64_t> nextEventTime(std::int64_t tNs) const;
     // Each node's newest memory sample at or before `tNs`, by rank.
     std::vector<MemorySample> latestMemory(std::int64_t tNs) const;
     // The time of step `step`'s first span or metric; nullopt if none.

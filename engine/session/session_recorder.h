@@ -57,7 +57,8 @@ public:
     // Writes everything queued, then the end marker, and stops the writer.
     // `endNs` defaults to now (net::monotonicNs()). Idempotent. Throws
     // SessionError if the writer failed (disk full, file removed, ...).
-    void finish(std::optional<double> finalLoss = std::nullopt, std::optional<std::int64_t> endNs = std::nullopt);
+    void finish(std::optional<double> finalLoss = std::nullopt,
+                std::optional<std::int64_t> endNs = std::nullopt);
     void close() { finish(); }
 
     const QString &path() const { return m_path; }
