@@ -1,10 +1,11 @@
 // smolctl: the headless command line. Wiring only: parse the command, hand
 // the rest of the arguments to the engine, return its exit code.
 //
-// Today `smolctl train`, `smolctl node` and `smolctl bench allreduce|train`
-// exist; info and export are not written yet and say so instead of pretending.
+// Commands: train, node, info, export, bench allreduce|train|session.
 #include "engine/allreduce_bench.h"
 #include "engine/cluster/cluster_commands.h"
+#include "engine/session/session_commands.h"
+#include "engine/session_bench.h"
 #include "engine/train_bench.h"
 #include "engine/train_command.h"
 
@@ -24,20 +25,26 @@ Commands:
                     processes (--listen); see `smolctl train --help`
   node              join a cluster as a node: `smolctl node --join HOST:PORT
                     --token T`; see `smolctl node --help`
+  info FILE         what a recorded session holds (`--json` for one object)
+  export FILE       a session as Chrome trace JSON (Perfetto) or its
+                    metrics as CSV; see `smolctl export --help`
   bench allreduce   time our TCP ring all-reduce (and optionally c10d Gloo's)
                     over loopback, ranks as threads; see `smolctl bench --help`
   bench train       samples/s of single vs ddp on 2 nodes, and the cost of an
                     attached trace sink
+  bench session     what recording a session costs a ddp run, events written
+                    per second, and reading a 1 s window of a 1M-event file
 
 Options:
   -h, --help        show this help
   --version         print the version
 
-Not implemented yet: info, export, and bench session|timeline.
+Not implemented yet: bench timeline.
 )";
 
 const char kBenchUsage[] = R"(Usage: smolctl bench allreduce [OPTIONS]
        smolctl bench train [--steps K] [--global-batch B] [--rounds R]
+       smolctl bench session [--steps K] [--rounds R] [--events N]
 
 bench train: mlp on Fashion-MNIST, one LibTorch thread per node, measured
 side by side: samples/s of single vs ddp on 2 nodes (TCP loopback) and their
@@ -63,7 +70,13 @@ Options:
   -h, --help        show this help
 
 Exit code 0 when every result matched, 1 on a mismatch or a failed run,
-2 on bad arguments. bench session and timeline are not written yet.
+2 on bad arguments. bench timeline is not written yet.
+
+bench session: a ddp mlp run on 2 nodes with and without a session
+recorder (alternating rounds, median step time; target ratio <= 1.03),
+N frame events (default 1M) written to a session file (target >= 500k/s),
+and 20 random 1 s windows read from it (target <= 50 ms). Defaults: 300
+steps, 5 rounds.
 )";
 
 bool isHelp(const QString &arg)
@@ -87,14 +100,16 @@ int runBench(const QStringList &args, QTextStream &out, QTextStream &err)
     }
     const QString name = args.first();
     const QStringList rest = args.mid(1);
-    if (name != QLatin1String("allreduce") && name != QLatin1String("train"))
-        return fail(err, QStringLiteral("bench: unknown benchmark '%1' (allreduce or train)").arg(name));
+    if (name != QLatin1String("allreduce") && name != QLatin1String("train") && name != QLatin1String("session"))
+        return fail(err, QStringLiteral("bench: unknown benchmark '%1' (allreduce, train or session)").arg(name));
     if (rest.contains(QStringLiteral("--help")) || rest.contains(QStringLiteral("-h"))) {
         out << kBenchUsage;
         return 0;
     }
     if (name == QLatin1String("train"))
         return smol::engine::runTrainBench(rest, out, err);
+    if (name == QLatin1String("session"))
+        return smol::engine::runSessionBench(rest, out, err);
     return smol::engine::runAllreduceBench(rest, out, err);
 }
 
@@ -127,10 +142,9 @@ int main(int argc, char **argv)
         return smol::engine::runTrainCommand(args.mid(1), out, err);
     if (command == QLatin1String("node"))
         return smol::engine::runNodeCommand(args.mid(1), out, err);
-    for (const char *planned : {"info", "export"}) {
-        if (command == QLatin1String(planned))
-            return fail(err,
-                        QStringLiteral("'%1' is not implemented yet (today: train, node, bench)").arg(command));
-    }
+    if (command == QLatin1String("info"))
+        return smol::engine::runInfoCommand(args.mid(1), out, err);
+    if (command == QLatin1String("export"))
+        return smol::engine::runExportCommand(args.mid(1), out, err);
     return fail(err, QStringLiteral("unknown command '%1' (try `smolctl --help`)").arg(command));
 }

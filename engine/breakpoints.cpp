@@ -4,6 +4,8 @@
 // snapshot building in tensor_snapshot.cpp.
 #include "breakpoints.h"
 
+#include "span_hook.h"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -283,6 +285,7 @@ bool BreakpointController::holdFor(std::uint64_t pauseId, int node, std::int64_t
 
 void BreakpointController::hold(Lock &lock, int node, std::int64_t atStep, const net::CollectiveInfo &info)
 {
+    noteHeldAtCollective(); // the timeline's Pause span (span_hook.h)
     Held held{node, atStep, info, info.buffer, {}, false};
     m_held.push_back(&held);
     // Before notify(): it unlocks, and a command may release us meanwhile.

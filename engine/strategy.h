@@ -7,11 +7,14 @@
 #include "data_source.h"
 #include "flat_optimizer.h"
 #include "model.h"
+#include "session/session_events.h"
 
 #include <torch/torch.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
+#include <type_traits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,7 +57,35 @@ struct NodeContext {
     std::int64_t microBatches = 1;
     PipelineSchedule schedule = PipelineSchedule::OneFOneB;
     NodeBehaviour behaviour;
+    // Compute spans (forward, backward, optimizer) for the session and the
+    // timeline, on the node's thread; empty: none are taken.
+    std::function<void(const SpanEvent &)> onSpan;
 };
+
+// Runs f() and, when the node reports spans, reports it as a `kind` span of
+// `step` (forward, backward, optimizer). Returns what f() returns.
+template <typename F>
+auto timed(const NodeContext &ctx, SpanEvent::Kind kind, std::int64_t step, F &&f) -> decltype(f())
+{
+    if (!ctx.onSpan)
+        return f();
+    SpanEvent s;
+    s.node = ctx.rank;
+    s.kind = kind;
+    s.name = spanKindName(kind);
+    s.step = step;
+    s.startNs = net::monotonicNs();
+    if constexpr (std::is_void_v<decltype(f())>) {
+        f();
+        s.endNs = net::monotonicNs();
+        ctx.onSpan(s);
+    } else {
+        auto result = f();
+        s.endNs = net::monotonicNs();
+        ctx.onSpan(s);
+        return result;
+    }
+}
 
 // What an asynchronous strategy's server did over a run (edp); empty for the
 // lock-step strategies. Per-node vectors are indexed by rank.

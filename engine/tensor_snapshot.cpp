@@ -2,6 +2,12 @@
 // buffers, and applies TensorEdits to them in place.
 #include "tensor_snapshot.h"
 
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include <cmath>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -46,6 +52,45 @@ void applyEdit(const net::TensorView &v, const TensorEdit &e)
         setElement(v, i, e.op == TensorEdit::Op::Scale ? elementAt(v, i) * e.factor
                          : e.op == TensorEdit::Op::Zero ? 0.0
                                                         : nan);
+}
+
+QByteArray snapshotToJson(const TensorSnapshot &s, std::int64_t maxValues)
+{
+    QJsonArray shape, values, histogram, downsampled;
+    for (auto d : s.shape)
+        shape.append(double(d));
+    if (std::int64_t(s.values.size()) <= maxValues)
+        for (double v : s.values)
+            values.append(std::isfinite(v) ? QJsonValue(v) : QJsonValue(QString::number(v)));
+    for (auto h : s.histogram)
+        histogram.append(double(h));
+    for (double v : s.downsampled)
+        downsampled.append(std::isfinite(v) ? QJsonValue(v) : QJsonValue(QString::number(v)));
+    const QJsonObject o{{"node", s.node},
+                        {"step", double(s.step)},
+                        {"kind", net::collectiveName(s.kind)},
+                        {"seq", QString::number(s.seq)},
+                        {"name", QString::fromStdString(s.name)},
+                        {"peer", s.peer},
+                        {"before", s.before},
+                        {"edited", s.edited},
+                        {"dtype", net::dtypeName(s.dtype)},
+                        {"shape", shape},
+                        {"count", double(s.count)},
+                        {"values", values},
+                        {"values_omitted", std::int64_t(s.values.size()) > maxValues},
+                        {"min", s.stats.min},
+                        {"max", s.stats.max},
+                        {"mean", s.stats.mean},
+                        {"std", s.stats.std},
+                        {"l2", s.stats.l2},
+                        {"nan", double(s.stats.nanCount)},
+                        {"inf", double(s.stats.infCount)},
+                        {"histogram_min", s.histogramMin},
+                        {"histogram_max", s.histogramMax},
+                        {"histogram", histogram},
+                        {"downsampled", downsampled}};
+    return QJsonDocument(o).toJson(QJsonDocument::Compact);
 }
 
 TensorSnapshot takeSnapshot(const net::TensorView &v, const SnapshotOptions &options)

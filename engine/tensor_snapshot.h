@@ -6,6 +6,8 @@
 
 #include "net/tensor_view.h"
 
+#include <QByteArray>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -45,6 +47,11 @@ struct SnapshotOptions {
 };
 
 TensorSnapshot takeSnapshot(const net::TensorView &buffer, const SnapshotOptions &options);
+
+// As JSON (what a session file stores for a pause): every field, with the
+// values themselves only when there are at most `maxValues` of them (the
+// stats, histogram and downsampled view always).
+QByteArray snapshotToJson(const TensorSnapshot &snapshot, std::int64_t maxValues = 1 << 18);
 
 // An in-place change to a held buffer, queued by BreakpointController::edit().
 struct TensorEdit {

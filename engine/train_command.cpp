@@ -8,8 +8,13 @@
 
 #include "break_console.h"
 #include "cluster/cluster_commands.h"
+#include "cluster/config_json.h"
+#include "session/session_recorder.h"
 #include "data_source.h"
+#include "net/trace.h"
 #include "trainer.h"
+
+#include <QFile>
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -20,6 +25,7 @@
 #include <cmath>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <unistd.h>
 
 namespace smol::engine {
@@ -74,6 +80,10 @@ Options:
   --break-hold SEC    resume a pause after SEC seconds or on a line from
                       stdin, whichever comes first (default: a line from
                       stdin; at EOF on stdin, at once)
+  --record FILE       record the run to a session file (SQLite; see
+                      `smolctl info`, `smolctl export`, docs/session-format.md):
+                      every frame, collective and step span, memory per
+                      step, metrics, log lines, and the tensors at pauses
   --json              one JSON object per line instead of progress text
   -h, --help          show this help
 
@@ -165,6 +175,7 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
     std::vector<Breakpoint> breaks;
     double breakHold = -1; // -1: until a line on stdin
     ClusterCliOptions cluster;
+    QString recordPath;
     auto bad = [&](const QString &why) {
         err << "smolctl train: " << why << "\n";
         err.flush();
@@ -276,7 +287,8 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
             breakHold = v.toDouble(&ok);
             ok = ok && std::isfinite(breakHold) && breakHold >= 0;
         } else if (a == "--record") {
-            return bad(a + " is not available yet");
+            recordPath = v;
+            ok = !v.isEmpty();
         } else {
             return bad("unknown option '" + a + "' (see smolctl train --help)");
         }
@@ -298,17 +310,70 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
         c.breakpoints = &breakpoints;
         console.start();
     }
+    // Recording: the session file is opened before the run, so a bad path
+    // costs nothing, and finished whatever way the run ends.
+    std::unique_ptr<SessionRecorder> recorder;
+    if (!recordPath.isEmpty()) {
+        SessionHeader h;
+        h.configJson = QJsonDocument(configToJson(c)).toJson(QJsonDocument::Compact);
+        h.strategy = c.strategy;
+        h.model = c.model.kind;
+        h.nodes = c.nodes;
+        h.steps = c.steps;
+        const bool server = c.strategy == "syncps" || c.strategy == "edp";
+        for (int r = 0; r < c.nodes; ++r)
+            h.nodeList.push_back(SessionNode{r, "node " + std::to_string(r), cluster.listen ? "" : "127.0.0.1",
+                                             server ? (r == 0 ? "server" : "worker")
+                                             : c.strategy == "pipeline" ? "stage " + std::to_string(r)
+                                                                        : "worker"});
+        h.startNs = net::monotonicNs();
+        try {
+            recorder = std::make_unique<SessionRecorder>(recordPath, h);
+        } catch (const std::exception &e) {
+            err << "smolctl train: " << e.what() << "\n";
+            return 1;
+        }
+        c.events = recorder.get();
+        cluster.events = recorder.get();
+        SessionRecorder *rec = recorder.get();
+        breakpoints.setPausedCallback([rec](std::shared_ptr<const PauseState> pause) {
+            const std::int64_t now = net::monotonicNs();
+            for (const auto *list : {&pause->inputs, &pause->results})
+                for (const TensorSnapshot &t : *list)
+                    rec->onTensor(TensorRecord{now, pause->id, t.node, t.step, t.kind, t.seq, t.name, t.before,
+                                               snapshotToJson(t)});
+        });
+    }
+    auto finishRecording = [&](std::optional<double> finalLoss) {
+        if (!recorder)
+            return;
+        try {
+            recorder->finish(finalLoss);
+            err << "smolctl train: recorded " << recorder->eventsWritten() << " events to " << recordPath << "\n";
+        } catch (const std::exception &e) {
+            err << "smolctl train: the recording failed: " << e.what() << "\n";
+        }
+        err.flush();
+    };
     TrainSummary s;
     try {
         if (cluster.enabled)
             cluster.breakpoints = c.breakpoints;
         s = cluster.enabled ? runClusterTraining(c, cluster, &progress, err) : runTraining(c, &progress);
     } catch (const std::invalid_argument &e) {
+        if (recorder) { // nothing ran: no session
+            recorder->close();
+            recorder.reset();
+            for (const char *suffix : {"", "-wal", "-shm"})
+                QFile::remove(recordPath + suffix);
+        }
         return bad(e.what());
     } catch (const std::exception &e) {
         err << "smolctl train: " << e.what() << "\n";
+        finishRecording(std::nullopt);
         return 1;
     }
+    finishRecording(s.finalLoss);
     if (json) {
         QJsonArray memory;
         for (const auto &m : s.memoryPerNode)

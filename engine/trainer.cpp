@@ -7,6 +7,8 @@
 #include "memory_tracker.h"
 #include "net/communicator.h"
 #include "net/trace.h"
+#include "session/session_events.h"
+#include "span_hook.h"
 #include "strategy.h"
 
 #include <QRandomGenerator>
@@ -30,8 +32,8 @@ using Clock = std::chrono::steady_clock;
 
 class ByteCounter : public net::TraceSink {
 public:
-    ByteCounter(int nodes, net::TraceSink *next)
-        : m_sent(new std::atomic<std::uint64_t>[std::size_t(nodes)]), m_next(next)
+    ByteCounter(int nodes, net::TraceSink *next, net::TraceSink *events)
+        : m_sent(new std::atomic<std::uint64_t>[std::size_t(nodes)]), m_next(next), m_events(events)
     {
         for (int i = 0; i < nodes; ++i)
             m_sent[std::size_t(i)] = 0;
@@ -42,12 +44,41 @@ public:
             m_sent[std::size_t(e.src)] += e.bytes;
         if (m_next)
             m_next->onFrame(e);
+        if (m_events)
+            m_events->onFrame(e);
     }
     std::uint64_t sent(int node) const { return m_sent[std::size_t(node)]; }
 
 private:
     std::unique_ptr<std::atomic<std::uint64_t>[]> m_sent;
     net::TraceSink *m_next;
+    net::TraceSink *m_events;
+};
+
+// The cluster-wide metrics of each completed step as events, then the
+// caller's observer.
+class MetricEmitter : public TrainObserver {
+public:
+    MetricEmitter(SessionEventSink *events, TrainObserver *next) : m_events(events), m_next(next) {}
+    void onStep(const StepReport &r) override
+    {
+        const std::int64_t now = net::monotonicNs();
+        if (!std::isnan(r.loss))
+            m_events->onMetric(MetricSample{now, r.step, -1, "loss", r.loss});
+        m_events->onMetric(MetricSample{now, r.step, -1, "samples_per_s", r.samplesPerS});
+        if (m_next)
+            m_next->onStep(r);
+    }
+    bool wantsCollectiveSnapshots() const override { return m_next && m_next->wantsCollectiveSnapshots(); }
+    void onMemorySnapshot(const MemorySnapshot &s) override
+    {
+        if (m_next)
+            m_next->onMemorySnapshot(s);
+    }
+
+private:
+    SessionEventSink *m_events;
+    TrainObserver *m_next;
 };
 
 // Collects every node's loss for a step and reports the step once all are in.
@@ -250,6 +281,28 @@ void loadParams(TrainModel &model, const torch::Tensor &flat)
 
 } // namespace
 
+std::unique_ptr<TrainObserver> makeMetricEmitter(SessionEventSink *events, TrainObserver *next)
+{
+    return std::make_unique<MetricEmitter>(events, next);
+}
+
+void emitStepEvents(SessionEventSink &events, int node, std::int64_t step, double loss, const NodeMemory &m,
+                    std::int64_t startNs, std::int64_t endNs)
+{
+    SpanEvent s;
+    s.node = node;
+    s.kind = SpanEvent::Kind::Step;
+    s.name = "step " + std::to_string(step);
+    s.startNs = startNs;
+    s.endNs = endNs;
+    s.step = step;
+    events.onSpan(s);
+    events.onMemory(MemorySample{endNs, node, step, m.params, m.grads, m.optimizer, m.activations, m.comm, m.live,
+                                 m.peak});
+    if (!std::isnan(loss))
+        events.onMetric(MetricSample{endNs, step, node, "loss", loss});
+}
+
 double testAccuracyOf(const TrainConfig &config, const DataSource &data, const torch::Tensor &params)
 {
     if (config.model.kind == "gpt")
@@ -273,6 +326,7 @@ NodeResult runNode(const TrainConfig &config, const NodeRun &run)
     ctx.comm = run.comm;
     ctx.data = run.data;
     ctx.model = model.get();
+    ctx.onSpan = run.onSpan;
     strategy->setup(ctx);
     NodeResult result;
     if (run.firstStep > 0 || run.initialMoments.defined()) {
@@ -345,8 +399,13 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
             mesh[std::size_t(l.b)]->setLinkLimit(l.a, l.limit);
         }
     }
-    ByteCounter bytes(config.nodes, config.traceSink);
-    if (config.countBytes || config.traceSink)
+    ByteCounter bytes(config.nodes, config.traceSink, config.events);
+    std::unique_ptr<MetricEmitter> metrics;
+    if (config.events) {
+        metrics = std::make_unique<MetricEmitter>(config.events, observer);
+        observer = metrics.get();
+    }
+    if (config.countBytes || config.traceSink || config.events)
         for (auto &t : mesh)
             t->setTraceSink(&bytes);
 
@@ -391,8 +450,14 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
                         breakHook = config.breakpoints->makeHook(rank, &currentStep);
                         hooks.add(breakHook.get());
                     }
-                    if (!hooks.empty())
-                        comm->setHook(&hooks);
+                }
+                std::unique_ptr<SpanHook> spans;
+                if (comm && config.events) {
+                    spans = std::make_unique<SpanHook>(rank, &currentStep, hooks.empty() ? nullptr : &hooks,
+                                                       [&](const SpanEvent &s) { config.events->onSpan(s); });
+                    comm->setHook(spans.get());
+                } else if (comm && !hooks.empty()) {
+                    comm->setHook(&hooks);
                 }
                 NodeRun run;
                 run.rank = rank;
@@ -400,8 +465,14 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
                 run.comm = comm.get();
                 run.data = data;
                 run.currentStep = &currentStep;
+                if (config.events)
+                    run.onSpan = [&](const SpanEvent &s) { config.events->onSpan(s); };
+                std::int64_t stepStart = net::monotonicNs();
                 run.onStep = [&, rank](std::int64_t k, double loss, const NodeMemory &mem) {
+                    if (config.events)
+                        emitStepEvents(*config.events, rank, k, loss, mem, stepStart, net::monotonicNs());
                     board.report(rank, k, loss, mem);
+                    stepStart = net::monotonicNs();
                 };
                 NodeResult result = runNode(config, run);
                 nodeSeconds[std::size_t(rank)] = result.seconds;
@@ -459,6 +530,8 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
     }
     // Test accuracy on a fresh replica loaded with the final parameters.
     s.testAccuracy = testAccuracyOf(config, *data, finalParams);
+    if (config.events && s.testAccuracy >= 0)
+        config.events->onMetric(MetricSample{net::monotonicNs(), config.steps - 1, -1, "test_accuracy", s.testAccuracy});
     return s;
 }
 

@@ -26,6 +26,7 @@
 namespace smol::engine {
 
 class BreakpointController;
+class SessionEventSink;
 
 struct TrainConfig {
     std::string strategy = "ddp";
@@ -46,6 +47,10 @@ struct TrainConfig {
     // Also deliver every frame event here (not owned; called from I/O
     // threads). nullptr: no sink beyond the byte counter.
     net::TraceSink *traceSink = nullptr;
+    // Everything the run does as events (engine/session/session_events.h):
+    // frames, collective and step spans, memory per step, metrics. Not
+    // owned; called from node and I/O threads. nullptr: none.
+    SessionEventSink *events = nullptr;
     // Pause at collectives (engine/breakpoints.h); not owned. nullptr: never.
     BreakpointController *breakpoints = nullptr;
     // edp: no push is applied more than this many updates after its weights.
@@ -155,6 +160,7 @@ struct NodeRun {
     // gather the full parameters and hand them to onCheckpoint. 0: never.
     std::int64_t checkpointEvery = 0;
     std::function<void(std::int64_t step, double loss, const NodeMemory &memory)> onStep;
+    std::function<void(const SpanEvent &)> onSpan; // compute spans (NodeContext::onSpan)
     // params and (Adam, where the strategy supports it) the optimizer's moments.
     std::function<void(std::int64_t stepsDone, const torch::Tensor &params, const OptimizerMoments &moments)>
         onCheckpoint;
@@ -174,6 +180,12 @@ NodeResult runNode(const TrainConfig &config, const NodeRun &run);
 
 // The run's data, as every node loads it (vocabSize set on config.model for gpt).
 std::shared_ptr<const DataSource> loadTrainingData(TrainConfig &config);
+// An observer that reports each completed step's cluster-wide metrics (loss,
+// samples/s) to `events`, then calls `next` (may be null).
+std::unique_ptr<TrainObserver> makeMetricEmitter(SessionEventSink *events, TrainObserver *next);
+// A node's step as events: its Step span, its memory, its loss (if any).
+void emitStepEvents(SessionEventSink &events, int node, std::int64_t step, double loss, const NodeMemory &memory,
+                    std::int64_t startNs, std::int64_t endNs);
 // Test accuracy of `params` loaded into a fresh replica; -1 for gpt.
 double testAccuracyOf(const TrainConfig &config, const DataSource &data, const torch::Tensor &params);
 

@@ -213,6 +213,7 @@ TrainSummary runClusterTraining(const TrainConfig &config, ClusterCliOptions o, 
     ro.checkpointEvery = o.checkpointEvery;
     ro.recoveryEvery = o.recoveryEvery;
     ro.breakpoints = o.breakpoints;
+    ro.events = o.events;
     ro.checkpointDir = o.checkpointDir;
     ro.resumeDir = o.resumeDir;
     return coordinator.run(config, ro, observer);

@@ -15,6 +15,7 @@
 namespace smol::engine {
 
 class BreakpointController;
+class SessionEventSink;
 
 struct ClusterCliOptions {
     bool enabled = false;      // run through a coordinator
@@ -30,6 +31,7 @@ struct ClusterCliOptions {
     QString checkpointDir;
     QString resumeDir;
     BreakpointController *breakpoints = nullptr; // --break: nodes pause through the coordinator
+    SessionEventSink *events = nullptr;          // --record
 };
 
 // Parses one cluster option of `smolctl train` at args[i] (advancing i past

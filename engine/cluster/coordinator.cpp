@@ -6,6 +6,7 @@
 
 #include "engine/breakpoints.h"
 #include "engine/checkpoint_file.h"
+#include "engine/session/session_events.h"
 #include "engine/model.h"
 #include "engine/strategy.h"
 #include "net/clock_sync.h"
@@ -200,6 +201,7 @@ struct Coordinator::Private {
     std::deque<Event> events;
     std::function<void(const std::string &)> logSink;
     net::TraceSink *traceSink = nullptr;
+    SessionEventSink *eventSink = nullptr; // the running run's, under mutex
     int traceEpoch = -1;
     std::vector<int> epochNodeOfRank; // rank -> node id, current epoch
     int epochCounter = 0;
@@ -344,12 +346,16 @@ struct Coordinator::Private {
     void log(const std::string &text)
     {
         std::function<void(const std::string &)> sink;
+        SessionEventSink *events = nullptr;
         {
             std::lock_guard lock(mutex);
             sink = logSink;
+            events = eventSink;
         }
         if (sink)
             sink(text);
+        if (events)
+            events->onLog(LogLine{net::monotonicNs(), -1, text});
     }
 
     void acceptLoop()
@@ -483,8 +489,36 @@ struct Coordinator::Private {
             return;
         }
         std::lock_guard lock(mutex);
-        if (!traceSink || m.json.value(QStringLiteral("epoch")).toInt() != traceEpoch)
+        if ((!traceSink && !eventSink) || m.json.value(QStringLiteral("epoch")).toInt() != traceEpoch)
             return;
+        if (eventSink) {
+            // Collective and pause spans, on the sending node's clock.
+            const int rank = m.json.value(QStringLiteral("rank")).toInt(-1);
+            const std::int64_t offset = rank >= 0 && rank < int(epochNodeOfRank.size())
+                                            ? conns[std::size_t(epochNodeOfRank[std::size_t(rank)])]->clock.offsetNs()
+                                            : 0;
+            for (const QJsonValue &v : m.json.value(QStringLiteral("spans")).toArray()) {
+                const QJsonArray a = v.toArray();
+                if (a.size() != 8)
+                    continue;
+                SpanEvent s;
+                s.node = rank;
+                const int kind0 = a[0].toInt();
+                if (kind0 < 0 || kind0 >= SpanEvent::kKinds)
+                    continue;
+                s.kind = SpanEvent::Kind(kind0);
+                s.name = a[1].toString().toStdString();
+                s.startNs = a[2].toString().toLongLong() - offset;
+                s.endNs = a[3].toString().toLongLong() - offset;
+                s.step = std::int64_t(a[4].toDouble());
+                const int kind = a[5].toInt();
+                s.collective = net::isValidCollectiveKind(std::uint8_t(kind)) ? net::CollectiveKind(kind)
+                                                                              : net::CollectiveKind::None;
+                s.seq = a[6].toString().toULongLong();
+                s.bytes = std::uint64_t(a[7].toDouble());
+                eventSink->onSpan(s);
+            }
+        }
         auto offsetOf = [&](int rank) -> std::int64_t {
             if (rank < 0 || rank >= int(epochNodeOfRank.size()))
                 return 0;
@@ -501,7 +535,10 @@ struct Coordinator::Private {
             } else {
                 e.recvCompleteNs -= offsetOf(e.dst);
             }
-            traceSink->onFrame(e);
+            if (traceSink)
+                traceSink->onFrame(e);
+            if (eventSink)
+                eventSink->onFrame(e);
         }
     }
 
@@ -702,9 +739,11 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
     const std::unique_ptr<Strategy> kind = makeStrategy(config.strategy);
     const bool async = kind->isAsynchronous();
     BreakpointController *const ctl = options.breakpoints;
+    SessionEventSink *const events = options.events;
     {
         std::lock_guard lock(d->mutex);
         d->breakpoints = ctl;
+        d->eventSink = events;
     }
     struct ProxyGuard { // whichever way run() ends, no proxy outlives it
         Private &p;
@@ -713,8 +752,14 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
             p.stopProxies();
             std::lock_guard lock(p.mutex);
             p.breakpoints = nullptr;
+            p.eventSink = nullptr;
         }
     } proxyGuard{*d};
+    std::unique_ptr<TrainObserver> metricEmitter;
+    if (events) {
+        metricEmitter = makeMetricEmitter(events, observer);
+        observer = metricEmitter.get();
+    }
     if (async && (options.checkpointEvery > 0 || !options.resumeDir.isEmpty()))
         throw std::invalid_argument(config.strategy + " keeps no checkpoints (its server's updates are asynchronous)");
 
@@ -819,6 +864,7 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
                                 {"checkpoint_every", double(options.checkpointEvery)},
                                 {"recovery_every", double(options.recoveryEvery)},
                                 {"breakpoints", ctl != nullptr},
+                                {"record", events != nullptr},
                                 {"moments", start.moments.defined()},
                                 {"config", configJson}},
                     startBlob);
@@ -832,6 +878,7 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
         std::string firstError;
         std::int64_t bestCkptSteps = -1;
         TrainingState bestCkpt;
+        std::vector<std::int64_t> stepStart(std::size_t(world), net::monotonicNs()); // per rank, for Step spans
         bool aborting = false;
         bool started = false;
         bool stopped = false;
@@ -939,9 +986,20 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
                            config.strategy + " from step " + std::to_string(startStep));
                 }
             } else if (type == "step") {
-                board.report(r, std::int64_t(m.json.value(QStringLiteral("step")).toDouble()),
-                             m.json.value(QStringLiteral("loss")).toDouble(std::nan("")),
-                             memoryFromJson(m.json.value(QStringLiteral("memory")).toObject()));
+                const std::int64_t k = std::int64_t(m.json.value(QStringLiteral("step")).toDouble());
+                const double loss = m.json.value(QStringLiteral("loss")).toDouble(std::nan(""));
+                const NodeMemory mem = memoryFromJson(m.json.value(QStringLiteral("memory")).toObject());
+                if (events) {
+                    std::int64_t offset = 0;
+                    {
+                        std::lock_guard lock(d->mutex);
+                        offset = d->conn(ev->node).clock.offsetNs();
+                    }
+                    const std::int64_t end = bigInt(m.json.value(QStringLiteral("t"))) - offset;
+                    emitStepEvents(*events, r, k, loss, mem, std::min(stepStart[std::size_t(r)], end), end);
+                    stepStart[std::size_t(r)] = end;
+                }
+                board.report(r, k, loss, mem);
             } else if (type == "checkpoint") {
                 const bool moments = m.json.value(QStringLiteral("moments")).toBool();
                 if (options.checkpointDir.isEmpty() || m.blob.size() != paramCount * 4 * (moments ? 3 : 1))
@@ -1045,6 +1103,8 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
             s.extra["reforms"] = reforms;
             s.extra["nodes_lost"] = double(lostEver.size());
             s.testAccuracy = testAccuracyOf(config, *data, finalParams);
+            if (events && s.testAccuracy >= 0)
+                events->onMetric(MetricSample{net::monotonicNs(), config.steps - 1, -1, "test_accuracy", s.testAccuracy});
             return s;
         }
         if (!anyLost)

@@ -56,6 +56,7 @@ struct ClusterNode {
 const char *clusterNodeStateName(ClusterNode::State state);
 
 class BreakpointController;
+class SessionEventSink;
 
 struct ClusterRunOptions {
     int nodes = 0;                    // members at the start (0: every idle node)
@@ -73,6 +74,10 @@ struct ClusterRunOptions {
     // collective, through a proxy thread here (one round trip per collective
     // while set). nullptr: nodes never stop.
     BreakpointController *breakpoints = nullptr;
+    // Everything the run does as events on this process's clock: frames,
+    // collective, pause and step spans, memory per step, metrics, log lines
+    // (not owned; called from reader threads and run()). nullptr: none.
+    SessionEventSink *events = nullptr;
     std::chrono::milliseconds setupTimeout{60000}; // per phase of an epoch's set-up
 };
 

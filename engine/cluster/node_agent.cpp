@@ -6,6 +6,7 @@
 
 #include "engine/breakpoints.h"
 #include "engine/memory_tracker.h"
+#include "engine/span_hook.h"
 #include "engine/blas_threads.h"
 #include "engine/trainer.h"
 #include "net/communicator.h"
@@ -62,6 +63,7 @@ struct Assignment {
     std::int64_t diskEvery = 0;     // rank 0 sends a checkpoint every K steps
     std::int64_t recoveryEvery = 1; // keep the full parameters every K steps
     bool remoteBreakpoints = false; // ask the coordinator at every collective
+    bool record = false;            // send collective and pause spans
     TrainingState initial; // parameters and moments to start from (undefined: the seed's)
 };
 
@@ -178,6 +180,7 @@ public:
         json.insert("step", double(step));
         CallReply r = call(id, json);
         if (r.type == "coll_hold") {
+            noteHeldAtCollective();
             const QByteArray buffer(info.buffer.bytePtr(), qsizetype(info.buffer.bytes()));
             r = call(id, QJsonObject{{"type", "coll_buffer"}, {"epoch", epoch}, {"call", QString::number(id)},
                                      {"caller", QString::number(callerKey())}},
@@ -290,6 +293,7 @@ private:
         a.diskEvery = std::int64_t(m.json.value(QStringLiteral("checkpoint_every")).toDouble());
         a.recoveryEvery = std::int64_t(m.json.value(QStringLiteral("recovery_every")).toDouble(1));
         a.remoteBreakpoints = m.json.value(QStringLiteral("breakpoints")).toBool();
+        a.record = m.json.value(QStringLiteral("record")).toBool();
         if (m_epochThread.joinable()) { // a previous epoch still running is over
             abortEpoch(-1);
             m_epochThread.join();
@@ -310,6 +314,8 @@ private:
         {
             std::lock_guard lock(m_mutex);
             m_epoch = a.epoch;
+            m_rank = a.rank;
+            m_spans = QJsonArray();
             m_aborted = false;
             m_started = false;
             m_peers.reset();
@@ -346,19 +352,33 @@ private:
         }
     }
 
+    // Frames (packed, in the blob) and spans (JSON) since the last batch.
     void flushTrace()
     {
         QByteArray batch;
+        QJsonArray spans;
         int epoch = 0;
+        int rank = -1;
         {
             std::lock_guard lock(m_mutex);
             if (!m_telemetry)
                 return;
             batch = m_telemetry->take();
+            spans.swap(m_spans);
             epoch = m_epoch;
+            rank = m_rank;
         }
-        if (!batch.isEmpty())
-            sendQuietly(QJsonObject{{"type", "trace"}, {"epoch", epoch}}, batch);
+        if (!batch.isEmpty() || !spans.isEmpty())
+            sendQuietly(QJsonObject{{"type", "trace"}, {"epoch", epoch}, {"rank", rank}, {"spans", spans}}, batch);
+    }
+
+    void addSpan(const SpanEvent &s)
+    {
+        const QJsonArray a{int(s.kind), QString::fromStdString(s.name), QString::number(s.startNs),
+                           QString::number(s.endNs), double(s.step), int(s.collective), QString::number(s.seq),
+                           double(s.bytes)};
+        std::lock_guard lock(m_mutex);
+        m_spans.append(a);
     }
 
     std::shared_ptr<const DataSource> dataFor(TrainConfig &config)
@@ -441,10 +461,16 @@ private:
             std::unique_ptr<net::Communicator> comm;
             std::atomic<std::int64_t> currentStep{a.firstStep};
             std::unique_ptr<net::CollectiveHook> breakHook;
+            std::unique_ptr<SpanHook> spanHook;
             if (transport) {
                 comm = std::make_unique<net::Communicator>(*transport);
-                if (a.remoteBreakpoints) {
+                if (a.remoteBreakpoints)
                     breakHook = std::make_unique<RemoteHook>(*this, a.epoch, &currentStep);
+                if (a.record) {
+                    spanHook = std::make_unique<SpanHook>(a.rank, &currentStep, breakHook.get(),
+                                                          [this](const SpanEvent &s) { addSpan(s); });
+                    comm->setHook(spanHook.get());
+                } else if (breakHook) {
                     comm->setHook(breakHook.get());
                 }
             }
@@ -456,6 +482,8 @@ private:
             run.data = data;
             run.currentStep = &currentStep;
             run.firstStep = a.firstStep;
+            if (a.record)
+                run.onSpan = [this](const SpanEvent &s) { addSpan(s); };
             run.initialParams = a.initial.params;
             run.initialMoments = a.initial.moments;
             // The in-memory checkpoint the cluster re-forms from when a node is
@@ -534,8 +562,13 @@ private:
         if (transport)
             transport->setTraceSink(nullptr);
         const QByteArray tail = telemetry.take();
-        if (!tail.isEmpty())
-            sendQuietly(QJsonObject{{"type", "trace"}, {"epoch", a.epoch}}, tail);
+        QJsonArray spans;
+        {
+            std::lock_guard lock(m_mutex);
+            spans.swap(m_spans);
+        }
+        if (!tail.isEmpty() || !spans.isEmpty())
+            sendQuietly(QJsonObject{{"type", "trace"}, {"epoch", a.epoch}, {"rank", a.rank}, {"spans", spans}}, tail);
         // Report first, then close the data plane: a failure's own reason
         // reaches the coordinator before its peers' "connection closed".
         sendQuietly(outcome, outcomeBlob);
@@ -562,6 +595,8 @@ private:
     std::mutex m_mutex; // guards everything below
     std::condition_variable m_cv;
     int m_epoch = 0;
+    int m_rank = -1;
+    QJsonArray m_spans; // collective and pause spans since the last trace batch
     bool m_aborted = false;
     bool m_started = false;
     std::optional<std::vector<std::pair<std::string, std::uint16_t>>> m_peers;

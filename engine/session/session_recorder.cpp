@@ -23,6 +23,9 @@
 #include <array>
 #include <memory>
 
+#include <pthread.h>
+#include <sched.h>
+
 namespace smol::engine {
 
 namespace {
@@ -427,11 +430,25 @@ SessionRecorder::~SessionRecorder()
     }
 }
 
+namespace {
+constexpr std::int64_t kBoostAfterNs = 120'000'000; // commits are due every 100 ms
+
+void setWriterPriority(std::thread::native_handle_type thread, bool idle)
+{
+    sched_param p{};
+    ::pthread_setschedparam(thread, idle ? SCHED_IDLE : SCHED_OTHER, &p);
+}
+} // namespace
+
 template <class T> void SessionRecorder::enqueue(std::vector<T> Batch::*queue, const T &event)
 {
     std::lock_guard<std::mutex> lock(m_mutex);
     if (!m_accepting)
         return;
+    if (!m_boosted && m_queued > 0 && net::monotonicNs() - m_lastCommitNs.load(std::memory_order_relaxed) > kBoostAfterNs) {
+        setWriterPriority(m_writer.native_handle(), false); // starved: back to a fair share
+        m_boosted = true;
+    }
     (m_queue.*queue).push_back(event);
     if (++m_queued == kBatchRows)
         m_wake.notify_one();
@@ -494,6 +511,14 @@ std::string SessionRecorder::error() const
 
 void SessionRecorder::writerMain(const SessionHeader &header, std::promise<void> *ready)
 {
+    // The writer yields the CPU to training: with a few cores, every burst of
+    // SQLite work that preempts a node thread stalls every node waiting on it
+    // in a collective. SCHED_IDLE runs it whenever a core would otherwise
+    // idle (nodes waiting on the network leave plenty of such moments); when
+    // the machine is saturated and commits fall behind, enqueue() raises it
+    // to a fair share until it has caught up.
+    setWriterPriority(::pthread_self(), true);
+    m_lastCommitNs = net::monotonicNs();
     const QString connection = QStringLiteral("smol-session-writer-%1").arg(g_connections.fetch_add(1));
     std::unique_ptr<SessionWriter> writer;
     try {
@@ -525,6 +550,14 @@ void SessionRecorder::writerMain(const SessionHeader &header, std::promise<void>
             if (rows)
                 writer->write(batch);
             m_written.fetch_add(rows, std::memory_order_relaxed);
+            m_lastCommitNs = net::monotonicNs();
+            {
+                std::lock_guard<std::mutex> lock(m_mutex);
+                if (m_boosted) {
+                    setWriterPriority(::pthread_self(), true);
+                    m_boosted = false;
+                }
+            }
             if (stopping)
                 writer->writeEnd(startNs, m_end, eventsWritten());
         } catch (const SessionError &e) {

@@ -97,6 +97,11 @@ private:
     End m_end;
     std::string m_error;
     std::atomic<std::uint64_t> m_written{0};
+    // The writer runs at idle priority; a producer that sees the last commit
+    // more than kBoostAfter ago raises it back to normal (m_mutex guards
+    // m_boosted) so a saturated machine cannot starve it past the 250 ms bound.
+    std::atomic<std::int64_t> m_lastCommitNs{0};
+    bool m_boosted = false;
     std::thread m_writer;
     bool m_finished = false;
 };

@@ -61,10 +61,11 @@ public:
         for (auto &b : m_buckets)
             b.ready = 0;
         m_launched = 0;
-        const torch::Tensor loss = m_ctx.model->loss(localBatch(m_ctx, step));
-        loss.backward();
+        const torch::Tensor loss =
+            timed(m_ctx, SpanEvent::Kind::Forward, step, [&] { return m_ctx.model->loss(localBatch(m_ctx, step)); });
+        timed(m_ctx, SpanEvent::Kind::Backward, step, [&] { loss.backward(); });
         launchReady(/*all=*/true); // parameters that got no gradient still take part
-        m_opt->step(m_flat->values(), m_flat->grads());
+        timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] { m_opt->step(m_flat->values(), m_flat->grads()); });
         return loss.item<double>();
     }
 

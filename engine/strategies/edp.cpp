@@ -230,8 +230,8 @@ private:
         m_flat->grads().zero_();
         const auto t0 = Clock::now();
         const Batch batch = m_ctx.data->trainBatch(step, m_ctx.globalBatch, m_ctx.rank - 1, m_ctx.nodes - 1);
-        const torch::Tensor lossTensor = m_ctx.model->loss(batch);
-        lossTensor.backward();
+        const torch::Tensor lossTensor = timed(m_ctx, SpanEvent::Kind::Forward, step, [&] { return m_ctx.model->loss(batch); });
+        timed(m_ctx, SpanEvent::Kind::Backward, step, [&] { lossTensor.backward(); });
         stretchCompute(m_ctx, t0);
         const double loss = lossTensor.item<double>();
         ++m_localSteps;

@@ -180,7 +180,7 @@ public:
             m_idleSum += 1 - std::chrono::duration<double>(m_busy).count() / wall;
             ++m_idleSteps;
         }
-        m_opt->step(m_flat->values(), m_flat->grads());
+        timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] { m_opt->step(m_flat->values(), m_flat->grads()); });
         return isLast() ? m_lossSum / double(M) : std::nan("");
     }
 

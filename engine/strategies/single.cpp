@@ -27,9 +27,10 @@ public:
     double step(std::int64_t step) override
     {
         m_flat->grads().zero_();
-        const torch::Tensor loss = m_ctx.model->loss(localBatch(m_ctx, step));
-        loss.backward();
-        m_opt->step(m_flat->values(), m_flat->grads());
+        const torch::Tensor loss =
+            timed(m_ctx, SpanEvent::Kind::Forward, step, [&] { return m_ctx.model->loss(localBatch(m_ctx, step)); });
+        timed(m_ctx, SpanEvent::Kind::Backward, step, [&] { loss.backward(); });
+        timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] { m_opt->step(m_flat->values(), m_flat->grads()); });
         return loss.item<double>();
     }
 

@@ -58,15 +58,15 @@ public:
                 m_sum.add_(m_incoming);
             }
             m_sum.div_(double(m_ctx.nodes - 1));
-            m_opt->step(m_flat->values(), m_sum);
+            timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] { m_opt->step(m_flat->values(), m_sum); });
             for (int w = 1; w < m_ctx.nodes; ++w)
                 m_ctx.comm->send(w, viewOf(m_flat->values()), "params", net::CollectiveKind::Pull);
             return std::nan("");
         }
         m_flat->grads().zero_();
         const Batch batch = m_ctx.data->trainBatch(step, m_ctx.globalBatch, m_ctx.rank - 1, m_ctx.nodes - 1);
-        const torch::Tensor loss = m_ctx.model->loss(batch);
-        loss.backward();
+        const torch::Tensor loss = timed(m_ctx, SpanEvent::Kind::Forward, step, [&] { return m_ctx.model->loss(batch); });
+        timed(m_ctx, SpanEvent::Kind::Backward, step, [&] { loss.backward(); });
         m_ctx.comm->send(0, viewOf(m_flat->grads()), "grads", net::CollectiveKind::Push);
         m_ctx.comm->recv(0, viewOf(m_flat->values()), "params", net::CollectiveKind::Pull);
         return loss.item<double>();

@@ -193,9 +193,10 @@ public:
         m_flat->grads().zero_();
         // The whole global batch on every node.
         const Batch batch = m_ctx.data->trainBatch(step, m_ctx.globalBatch, /*rank=*/0, /*nodes=*/1);
-        const torch::Tensor loss = m_ctx.model->lossFromOutput(forward(batch.input), batch);
-        loss.backward(); // runs f's all-reduces, last block first
-        m_opt->step(m_flat->values(), m_flat->grads());
+        const torch::Tensor loss =
+            timed(m_ctx, SpanEvent::Kind::Forward, step, [&] { return m_ctx.model->lossFromOutput(forward(batch.input), batch); });
+        timed(m_ctx, SpanEvent::Kind::Backward, step, [&] { loss.backward(); }); // runs f's all-reduces, last block first
+        timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] { m_opt->step(m_flat->values(), m_flat->grads()); });
         return loss.item<double>();
     }
 

@@ -37,10 +37,11 @@ public:
     double step(std::int64_t step) override
     {
         m_flat->grads().zero_();
-        const torch::Tensor loss = m_ctx.model->loss(localBatch(m_ctx, step));
-        loss.backward();
+        const torch::Tensor loss =
+            timed(m_ctx, SpanEvent::Kind::Forward, step, [&] { return m_ctx.model->loss(localBatch(m_ctx, step)); });
+        timed(m_ctx, SpanEvent::Kind::Backward, step, [&] { loss.backward(); });
         m_ctx.comm->allReduce(viewOf(m_flat->grads()), net::ReduceOp::Average, "grads");
-        m_opt->step(mine(m_flat->values()), mine(m_flat->grads()));
+        timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] { m_opt->step(mine(m_flat->values()), mine(m_flat->grads())); });
         m_ctx.comm->allGather(viewOf(m_flat->values()), "params");
         return loss.item<double>();
     }

@@ -40,13 +40,14 @@ public:
     double step(std::int64_t step) override
     {
         torch::Tensor full = m_flat->attachGrads();
-        const torch::Tensor loss = m_ctx.model->loss(localBatch(m_ctx, step));
-        loss.backward();
+        const torch::Tensor loss =
+            timed(m_ctx, SpanEvent::Kind::Forward, step, [&] { return m_ctx.model->loss(localBatch(m_ctx, step)); });
+        timed(m_ctx, SpanEvent::Kind::Backward, step, [&] { loss.backward(); });
         m_ctx.comm->reduceScatter(viewOf(full), net::ReduceOp::Average, "grads");
         m_gradShard.copy_(mine(full));
         full = torch::Tensor();
         m_flat->detachGrads();
-        m_opt->step(mine(m_flat->values()), m_gradShard);
+        timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] { m_opt->step(mine(m_flat->values()), m_gradShard); });
         m_ctx.comm->allGather(viewOf(m_flat->values()), "params");
         return loss.item<double>();
     }

@@ -72,13 +72,18 @@ public:
         for (auto &s : m_shards)
             s.grads.zero_();
         const Batch batch = localBatch(m_ctx, step);
-        torch::Tensor x = batch.input;
-        for (std::size_t k = 0; k < m_layers.size(); ++k)
-            x = GatheredLayer::apply(x, m_anchor, this, std::int64_t(k));
-        const torch::Tensor loss = m_ctx.model->lossFromOutput(x, batch);
-        loss.backward(); // runs GatheredLayer::backward from the last layer to the first
-        for (auto &s : m_shards)
-            s.opt->step(s.values, s.grads);
+        const torch::Tensor loss = timed(m_ctx, SpanEvent::Kind::Forward, step, [&] {
+            torch::Tensor x = batch.input;
+            for (std::size_t k = 0; k < m_layers.size(); ++k)
+                x = GatheredLayer::apply(x, m_anchor, this, std::int64_t(k));
+            return m_ctx.model->lossFromOutput(x, batch);
+        });
+        // Runs GatheredLayer::backward from the last layer to the first.
+        timed(m_ctx, SpanEvent::Kind::Backward, step, [&] { loss.backward(); });
+        timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] {
+            for (auto &s : m_shards)
+                s.opt->step(s.values, s.grads);
+        });
         return loss.item<double>();
     }
 
