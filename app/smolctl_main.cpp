@@ -75,7 +75,7 @@ Exit code 0 when every result matched, 1 on a mismatch or a failed run,
 bench session: a ddp mlp run on 2 nodes with and without a session
 recorder (alternating rounds, median step time; target ratio <= 1.03),
 N frame events (default 1M) written to a session file (target >= 500k/s),
-and 20 random 1 s windows read from it (target <= 50 ms). Defaults: 300
+and 20 random 1 s windows read from it (target <= 50 ms). Defaults: 1500
 steps, 5 rounds.
 )";
 

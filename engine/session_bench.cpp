@@ -68,7 +68,7 @@ SessionHeader headerFor(const std::string &strategy, int nodes, std::int64_t ste
 
 int runSessionBench(const QStringList &args, QTextStream &out, QTextStream &err)
 {
-    std::int64_t steps = 300;
+    std::int64_t steps = 1500;
     int rounds = 5;
     std::int64_t events = 1000000;
     for (int i = 0; i < args.size(); ++i) {
