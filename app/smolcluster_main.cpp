@@ -1,35 +1,19 @@
-// smolcluster: the GUI. Wiring only: parse the options, show the window,
-// start a local cluster on a worker thread and forward its snapshots to the
-// window through queued calls. The GUI thread never waits on the network.
-//
-// Today the "cluster" is N ranks as threads of this process, connected by a
-// TCP loopback mesh and checked with one barrier + all-reduce.
-#include "local_cluster.h"
+// smolcluster: the GUI. Wiring only: parse the options, start the engine
+// bridge (a coordinator and N local nodes, threads of this process talking
+// the same authenticated TCP protocol remote nodes use), show the window.
+// The GUI thread never waits on the network or on training.
+#include "engine_controller.h"
 #include "mainwindow.h"
-
-#include "net/mesh_health_check.h"
-#include "net/transport.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
-#include <QElapsedTimer>
+#include <QImage>
 #include <QPixmap>
-#include <QRandomGenerator>
 #include <QTimer>
 
-#include <array>
-#include <condition_variable>
 #include <cstdio>
-#include <functional>
-#include <mutex>
-#include <thread>
 
 namespace {
-
-using smol::app::ClusterSnapshot;
-using smol::app::LocalCluster;
-using smol::widgets::NodeRow;
-using smol::widgets::NodeState;
 
 constexpr int kDefaultNodes = 4;
 constexpr int kMaxNodes = 16;
@@ -38,25 +22,36 @@ struct Options {
     bool parsed = false; // false: parse error (may be a Qt option before QApplication strips them)
     bool help = false;
     bool version = false;
+    bool projector = false;
     int nodes = kDefaultNodes;
+    int steps = -1; // -1: not given
+    QString strategy = QStringLiteral("ddp");
     QString screenshot;
     QString error;
 };
 
-const char kUsage[] = R"(Usage: smolcluster [--nodes N] [--screenshot FILE.png]
+const char kUsage[] = R"(Usage: smolcluster [--nodes N] [--strategy S] [--steps K] [--projector]
+                   [--screenshot FILE.png]
 
-Starts N nodes (threads in this process) connected by a TCP loopback mesh,
-checks them with a barrier and an all-reduce, and shows every node's state
-and the payload bytes it moved.
+Opens the control panel with a ready local cluster: N nodes that are
+threads of this process, joined to its coordinator over authenticated TCP
+exactly as `smolctl node` processes on other machines join it (Cluster >
+Remote nodes shows the command). Choose a strategy and press Start.
 
 Options:
-  --nodes N              number of nodes, 1 to 16 (default 4)
-  --screenshot FILE.png  wait for the health check, save the window to FILE.png
-                         and exit (0 if every node is ready)
+  --nodes N              local nodes, 1 to 16 (default 4)
+  --strategy S           strategy preselected in the tool bar (default ddp)
+  --steps K              steps preselected in the tool bar (default 300)
+  --projector            start in projector mode (large fonts, high contrast)
+  --screenshot FILE.png  train K steps (default 20) at once, save the window
+                         to FILE.png when the run ends and exit (0 if the
+                         run finished and the image is not blank)
   -h, --help             show this help
   --version              print the version
 
-Keys: Ctrl+Q quits, F11 toggles full screen.
+Keys: Ctrl+Return start, Space pause/resume, N step one collective,
+Ctrl+. stop, Ctrl+R record the next run, Ctrl+O open a session,
+Ctrl+P projector mode, F11 full screen, Ctrl+Q quit.
 )";
 
 Options parseOptions(const QStringList &args)
@@ -64,9 +59,12 @@ Options parseOptions(const QStringList &args)
     QCommandLineParser parser;
     const QCommandLineOption help(QStringList{QStringLiteral("h"), QStringLiteral("help")});
     const QCommandLineOption version(QStringLiteral("version"));
+    const QCommandLineOption projector(QStringLiteral("projector"));
     const QCommandLineOption nodes(QStringLiteral("nodes"), QString(), QStringLiteral("N"));
+    const QCommandLineOption steps(QStringLiteral("steps"), QString(), QStringLiteral("K"));
+    const QCommandLineOption strategy(QStringLiteral("strategy"), QString(), QStringLiteral("S"));
     const QCommandLineOption screenshot(QStringLiteral("screenshot"), QString(), QStringLiteral("FILE"));
-    parser.addOptions({help, version, nodes, screenshot});
+    parser.addOptions({help, version, projector, nodes, steps, strategy, screenshot});
 
     Options options;
     if (!parser.parse(args)) {
@@ -76,7 +74,10 @@ Options parseOptions(const QStringList &args)
     options.parsed = true;
     options.help = parser.isSet(help);
     options.version = parser.isSet(version);
+    options.projector = parser.isSet(projector);
     options.screenshot = parser.value(screenshot);
+    if (parser.isSet(strategy))
+        options.strategy = parser.value(strategy);
     if (parser.isSet(nodes)) {
         bool ok = false;
         options.nodes = parser.value(nodes).toInt(&ok);
@@ -84,6 +85,12 @@ Options parseOptions(const QStringList &args)
             options.error = QStringLiteral("--nodes must be an integer from 1 to %1, got '%2'")
                                 .arg(kMaxNodes)
                                 .arg(parser.value(nodes));
+    }
+    if (parser.isSet(steps)) {
+        bool ok = false;
+        options.steps = parser.value(steps).toInt(&ok);
+        if (!ok || options.steps < 1)
+            options.error = QStringLiteral("--steps must be a positive integer, got '%1'").arg(parser.value(steps));
     }
     if (!parser.positionalArguments().isEmpty())
         options.error = QStringLiteral("unexpected argument '%1'").arg(parser.positionalArguments().first());
@@ -108,15 +115,17 @@ int handleEarly(const Options &options)
     return -1;
 }
 
-void saveScreenshotAndQuit(QWidget &window, const QString &file, const ClusterSnapshot &snapshot)
+// A grab with a single colour everywhere is a broken window, not a screenshot.
+bool isBlank(const QImage &image)
 {
-    if (!window.grab().save(file)) {
-        std::fprintf(stderr, "smolcluster: could not write screenshot to %s\n", qPrintable(file));
-        QCoreApplication::exit(1);
-        return;
-    }
-    std::printf("smolcluster: %s; screenshot saved to %s\n", qPrintable(snapshot.status), qPrintable(file));
-    QCoreApplication::exit(snapshot.allReady ? 0 : 1);
+    if (image.isNull())
+        return true;
+    const QRgb first = image.pixel(0, 0);
+    for (int y = 0; y < image.height(); y += 7)
+        for (int x = 0; x < image.width(); x += 7)
+            if (image.pixel(x, y) != first)
+                return false;
+    return true;
 }
 
 } // namespace
@@ -142,24 +151,58 @@ int main(int argc, char **argv)
     if (const int code = handleEarly(options); code >= 0)
         return code;
 
-    smol::app::MainWindow window;
+    smol::app::EngineController engine(options.nodes);
+    smol::app::MainWindow window(&engine);
+    smol::app::RunSettings settings = window.settings();
+    settings.strategy = options.strategy;
+    settings.nodes = options.nodes;
+    if (options.steps > 0)
+        settings.steps = options.steps;
+    else if (!options.screenshot.isEmpty())
+        settings.steps = 20;
+    window.setSettings(settings);
+    window.setProjectorMode(options.projector);
     window.show();
 
-    // Declared after the window so it is destroyed (and joined) first.
-    LocalCluster cluster(options.nodes, [&window, file = options.screenshot](ClusterSnapshot snapshot) {
-        QMetaObject::invokeMethod(
-            &window,
-            [&window, file, snapshot = std::move(snapshot)] {
-                window.setNodes(snapshot.nodes);
-                window.showStatus(snapshot.status);
-                if (snapshot.finished && !file.isEmpty()) {
-                    // Let the view lay out the new rows before grabbing.
-                    QTimer::singleShot(100, &window, [&window, file, snapshot] {
-                        saveScreenshotAndQuit(window, file, snapshot);
-                    });
+    if (!options.screenshot.isEmpty()) {
+        const QString file = options.screenshot;
+        auto grab = [&window, file](bool finished) {
+            // Let the last snapshot reach every view before grabbing.
+            QTimer::singleShot(300, &window, [&window, file, finished] {
+                const QImage image = window.grab().toImage();
+                if (isBlank(image) || !image.save(file)) {
+                    std::fprintf(stderr, "smolcluster: could not write a non-blank screenshot to %s\n",
+                                 qPrintable(file));
+                    QCoreApplication::exit(1);
+                    return;
                 }
-            },
-            Qt::QueuedConnection);
-    });
+                std::printf("smolcluster: screenshot saved to %s\n", qPrintable(file));
+                QCoreApplication::exit(finished ? 0 : 1);
+            });
+        };
+        QObject::connect(&engine, &smol::app::EngineController::runFinished, &window, [grab](const QString &summary) {
+            std::printf("smolcluster: %s\n", qPrintable(summary));
+            grab(true);
+        });
+        QObject::connect(&engine, &smol::app::EngineController::runFailed, &window, [grab](const QString &reason) {
+            std::fprintf(stderr, "smolcluster: the run failed: %s\n", qPrintable(reason));
+            grab(false);
+        });
+        // Start once every local node has joined (they connect in the background).
+        auto *poll = new QTimer(&window);
+        QObject::connect(poll, &QTimer::timeout, &window, [&engine, &window, poll, options] {
+            static int waited = 0;
+            if (++waited > 600) { // 60 s
+                std::fprintf(stderr, "smolcluster: the local nodes did not join within 60 s\n");
+                QCoreApplication::exit(1);
+                return;
+            }
+            if (!engine.isRunning() && engine.readyNodes() >= options.nodes) {
+                poll->stop();
+                window.startRun();
+            }
+        });
+        poll->start(100);
+    }
     return app.exec();
 }

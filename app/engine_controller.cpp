@@ -1,0 +1,733 @@
+#include "engine_controller.h"
+
+#include "engine/breakpoint_spec.h"
+#include "engine/breakpoints.h"
+#include "engine/cluster/coordinator.h"
+#include "engine/cluster/node_agent.h"
+#include "engine/flat_params.h"
+#include "engine/memory_tracker.h"
+#include "engine/model.h"
+#include "engine/placement.h"
+#include "engine/session/session_recorder.h"
+#include "engine/strategy.h"
+#include "engine/trainer.h"
+#include "engine/cluster/config_json.h"
+#include "net/trace.h"
+
+#include <QCoreApplication>
+#include <QHostAddress>
+#include <QJsonDocument>
+#include <QNetworkInterface>
+#include <QPointer>
+#include <QRandomGenerator>
+#include <QTimer>
+
+#include <atomic>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace smol::app {
+
+using engine::ClusterNode;
+
+namespace {
+
+constexpr int kPublishMs = 34; // at most 30 snapshots a second
+
+// What the views need from the event stream: each rank's newest memory,
+// bytes per link and per sender over the last second, the newest log line
+// per rank; and everything forwarded to a recorder when recording.
+class LiveSink : public engine::SessionEventSink {
+public:
+    void setForward(engine::SessionEventSink *next)
+    {
+        std::lock_guard lock(m_mutex);
+        m_next = next;
+    }
+    void reset()
+    {
+        std::lock_guard lock(m_mutex);
+        m_memory.clear();
+        m_sends.clear();
+        m_dirty = true;
+    }
+    void onFrame(const net::FrameEvent &e) override
+    {
+        engine::SessionEventSink *next = nullptr;
+        {
+            std::lock_guard lock(m_mutex);
+            if (e.side == net::FrameEvent::Side::Send && e.src != e.dst) {
+                m_sends.push_back({e.sendCompleteNs, e.src, e.dst, e.bytes});
+                m_dirty = true;
+            }
+            next = m_next;
+        }
+        if (next)
+            next->onFrame(e);
+    }
+    void onSpan(const engine::SpanEvent &s) override { forward([&](auto *n) { n->onSpan(s); }); }
+    void onMemory(const engine::MemorySample &m) override
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            m_memory[m.node] = m;
+            m_dirty = true;
+        }
+        forward([&](auto *n) { n->onMemory(m); });
+    }
+    void onMetric(const engine::MetricSample &m) override { forward([&](auto *n) { n->onMetric(m); }); }
+    void onLog(const engine::LogLine &l) override { forward([&](auto *n) { n->onLog(l); }); }
+    void onTensor(const engine::TensorRecord &t) override { forward([&](auto *n) { n->onTensor(t); }); }
+
+    struct Traffic {
+        std::map<std::pair<int, int>, double> linkBytesPerSecond;
+        std::map<int, double> sentPerSecond;
+    };
+    // Over the last second of the coordinator's clock.
+    Traffic traffic()
+    {
+        const std::int64_t now = net::monotonicNs();
+        std::lock_guard lock(m_mutex);
+        while (!m_sends.empty() && m_sends.front().t < now - 1'000'000'000)
+            m_sends.pop_front();
+        Traffic t;
+        for (const Send &s : m_sends) {
+            t.linkBytesPerSecond[{s.src, s.dst}] += double(s.bytes);
+            t.sentPerSecond[s.src] += double(s.bytes);
+        }
+        return t;
+    }
+    std::map<int, engine::MemorySample> memory()
+    {
+        std::lock_guard lock(m_mutex);
+        return m_memory;
+    }
+    bool takeDirty()
+    {
+        std::lock_guard lock(m_mutex);
+        return std::exchange(m_dirty, false);
+    }
+
+private:
+    template <typename F> void forward(F f)
+    {
+        engine::SessionEventSink *next = nullptr;
+        {
+            std::lock_guard lock(m_mutex);
+            next = m_next;
+        }
+        if (next)
+            f(next);
+    }
+    struct Send {
+        std::int64_t t;
+        int src, dst;
+        std::uint64_t bytes;
+    };
+    std::mutex m_mutex;
+    engine::SessionEventSink *m_next = nullptr;
+    std::map<int, engine::MemorySample> m_memory; // by rank
+    std::deque<Send> m_sends;
+    bool m_dirty = true;
+};
+
+PausedTensor toView(const engine::TensorSnapshot &s)
+{
+    PausedTensor t;
+    t.rank = s.node;
+    t.name = QString::fromStdString(s.name);
+    t.collective = net::collectiveName(s.kind);
+    t.step = s.step;
+    t.count = s.count;
+    t.before = s.before;
+    t.min = s.stats.min;
+    t.max = s.stats.max;
+    t.mean = s.stats.mean;
+    t.std = s.stats.std;
+    t.l2 = s.stats.l2;
+    t.nanCount = s.stats.nanCount;
+    t.values = QVector<double>(s.values.begin(), s.values.end());
+    t.downsampled = QVector<double>(s.downsampled.begin(), s.downsampled.end());
+    for (auto h : s.histogram)
+        t.histogram.append(h);
+    t.histogramMin = s.histogramMin;
+    t.histogramMax = s.histogramMax;
+    for (auto d : s.shape)
+        t.shape.append(d);
+    return t;
+}
+
+widgets::Topology topologyOf(const QString &strategy)
+{
+    if (strategy == "syncps" || strategy == "edp")
+        return widgets::Topology::Star;
+    if (strategy == "pipeline")
+        return widgets::Topology::Chain;
+    return widgets::Topology::Ring;
+}
+
+QString roleOf(const QString &strategy, int rank)
+{
+    if (rank < 0)
+        return QStringLiteral("idle");
+    if (strategy == "syncps" || strategy == "edp")
+        return rank == 0 ? QStringLiteral("server") : QStringLiteral("worker");
+    if (strategy == "pipeline")
+        return QStringLiteral("stage %1").arg(rank);
+    if (strategy == "tensor")
+        return QStringLiteral("shard %1").arg(rank);
+    return QStringLiteral("worker");
+}
+
+} // namespace
+
+struct EngineController::Private {
+    engine::CoordinatorOptions options;
+    std::unique_ptr<engine::Coordinator> coordinator;
+    std::vector<std::thread> agents;
+    engine::BreakpointController breakpoints;
+    LiveSink sink;
+    std::unique_ptr<engine::SessionRecorder> recorder;
+    std::thread runThread;
+    std::atomic<bool> running{false};
+    std::map<int, double> slowdown; // node id -> factor
+
+    std::mutex mutex; // guards the fields below (written by the run thread)
+    RunSettings settings;
+    std::vector<widgets::StepPoint> pendingSteps;
+    QVector<widgets::ShardCell> shards;
+    std::optional<std::int64_t> predicted; // per node, by the ZeRO formulas
+    std::int64_t lastStep = -1;
+    bool stateDirty = true;
+    // GUI thread only: what the last snapshot showed, to publish on change.
+    bool lastPaused = false;
+    bool lastRunning = false;
+    std::size_t lastNodeCount = 0;
+
+    // What the shard map and the memory view's formula bars show for a run:
+    // who owns which range of each parameter (as the strategy cuts it), and
+    // params + grads + optimizer state per node by the ZeRO paper's formulas.
+    void plan(const engine::TrainConfig &c)
+    {
+        QVector<widgets::ShardCell> cells;
+        std::optional<std::int64_t> formula;
+        try {
+            engine::ModelConfig mc = c.model;
+            mc.seed = c.seed;
+            if (mc.kind == "gpt")
+                mc.vocabSize = 96;
+            const auto model = engine::makeModel(mc);
+            std::map<std::string, std::string> layerOf;
+            std::vector<std::vector<std::pair<std::string, torch::Tensor>>> layerParams;
+            std::map<std::string, torch::Tensor> byName;
+            for (auto &[name, p] : model->namedParameters())
+                byName[name] = p;
+            for (const auto &layer : model->layers()) {
+                layerParams.emplace_back();
+                for (const auto &n : layer.paramNames) {
+                    layerOf[n] = layer.name;
+                    layerParams.back().emplace_back(n, byName.at(n));
+                }
+            }
+            auto add = [&](const std::vector<engine::ShardRange> &ranges) {
+                for (const auto &r : ranges)
+                    cells.append(widgets::ShardCell{QString::fromStdString(r.param),
+                                                    QString::fromStdString(layerOf[r.param]), r.begin, r.end,
+                                                    r.owner, {}});
+            };
+            const std::string &s = c.strategy;
+            std::int64_t P = 0;
+            for (auto &[name, p] : byName)
+                P += p.numel();
+            if (s == "zero1" || s == "zero2") {
+                engine::FlatParams flat(model->namedParameters());
+                add(engine::chunkedShardMap(flat.slots(), flat.numel(), c.nodes, -1));
+            } else if (s == "zero3") {
+                for (const auto &named : layerParams) {
+                    engine::FlatParams flat(named);
+                    add(engine::chunkedShardMap(flat.slots(), flat.numel(), c.nodes, -1));
+                }
+            } else if (s == "pipeline") {
+                const int layers = int(layerParams.size());
+                std::vector<std::int64_t> sizes;
+                for (const auto &named : layerParams) {
+                    std::int64_t n = 0;
+                    for (const auto &np : named)
+                        n += np.second.numel();
+                    sizes.push_back(n);
+                }
+                const engine::Placement placement = c.placement.empty() || c.placement == "auto"
+                                                        ? engine::Placement::balanced(sizes, c.nodes)
+                                                        : engine::Placement::parse(c.placement, layers, c.nodes);
+                for (int l = 0; l < layers; ++l)
+                    for (const auto &[name, p] : layerParams[std::size_t(l)])
+                        cells.append(widgets::ShardCell{QString::fromStdString(name),
+                                                        QString::fromStdString(layerOf[name]), 0, p.numel(),
+                                                        placement.nodeOf(l), {}});
+            } else if (s != "tensor") { // tensor cuts inside weights; its map is not drawn yet
+                engine::FlatParams flat(model->namedParameters());
+                add(engine::replicatedShardMap(flat.slots()));
+            }
+            const std::int64_t opt = c.optimizer.kind == engine::OptimizerConfig::Kind::Adam ? 8 * P : 0;
+            const std::int64_t n = c.nodes;
+            if (s == "ddp" || s == "single")
+                formula = 4 * P + 4 * P + opt;
+            else if (s == "zero1")
+                formula = 4 * P + 4 * P + opt / n;
+            else if (s == "zero2")
+                formula = 4 * P + 4 * P / n + opt / n;
+            else if (s == "zero3")
+                formula = (8 * P + opt) / n;
+        } catch (const std::exception &) {
+            // The run itself reports a bad config; the map stays empty.
+        }
+        std::lock_guard lock(mutex);
+        shards = cells;
+        predicted = formula;
+        stateDirty = true;
+    }
+
+    void addAgent(const std::string &token, std::uint16_t port)
+    {
+        const int slot = int(agents.size());
+        agents.emplace_back([token, port, slot] {
+            engine::NodeAgentOptions o;
+            o.port = port;
+            o.token = token;
+            o.name = "local-" + std::to_string(slot);
+            o.bindAddress = "127.0.0.1";
+            o.memorySlot = slot;
+            o.inProcess = true;
+            try {
+                engine::runNodeAgent(o, {});
+            } catch (const std::exception &) {
+            }
+        });
+    }
+};
+
+EngineController::EngineController(int localNodes, QObject *parent) : QObject(parent), d(std::make_unique<Private>())
+{
+    qRegisterMetaType<RunSettings>();
+    qRegisterMetaType<PauseView>();
+    qRegisterMetaType<widgets::ClusterStatePtr>();
+    qRegisterMetaType<widgets::StepPoint>();
+    engine::memory::install();
+    d->options.bindAddress = "0.0.0.0";
+    d->options.token = (QString::number(QRandomGenerator::system()->generate64(), 36) +
+                        QString::number(QRandomGenerator::system()->generate64(), 36))
+                           .toStdString();
+    d->coordinator = std::make_unique<engine::Coordinator>(d->options);
+    QPointer<EngineController> self(this);
+    d->coordinator->setLogSink([self](const std::string &line) {
+        const QString text = QString::fromStdString(line);
+        QMetaObject::invokeMethod(
+            QCoreApplication::instance(), [self, text] {
+                if (self)
+                    Q_EMIT self->logLine(text);
+            },
+            Qt::QueuedConnection);
+    });
+    d->breakpoints.setPausedCallback([self](std::shared_ptr<const engine::PauseState> state) {
+        PauseView view;
+        view.id = state->id;
+        view.reason = QString::fromStdString(state->reason);
+        view.complete = state->complete;
+        for (const auto &t : state->inputs)
+            view.inputs.append(toView(t));
+        for (const auto &t : state->results)
+            view.results.append(toView(t));
+        QMetaObject::invokeMethod(
+            QCoreApplication::instance(), [self, view] {
+                if (self)
+                    Q_EMIT self->pausedAt(view);
+            },
+            Qt::QueuedConnection);
+    });
+    for (int i = 0; i < localNodes; ++i)
+        d->addAgent(d->options.token, d->coordinator->port());
+    auto *timer = new QTimer(this);
+    timer->setInterval(kPublishMs);
+    connect(timer, &QTimer::timeout, this, &EngineController::publish);
+    timer->start();
+}
+
+EngineController::~EngineController()
+{
+    if (d->running)
+        d->coordinator->stop();
+    d->breakpoints.abort();
+    if (d->runThread.joinable())
+        d->runThread.join();
+    d->coordinator->shutdownNodes();
+    for (auto &t : d->agents)
+        t.join();
+}
+
+quint16 EngineController::port() const { return d->coordinator->port(); }
+
+QString EngineController::joinCommand() const
+{
+    QString address = QStringLiteral("127.0.0.1");
+    for (const QHostAddress &a : QNetworkInterface::allAddresses())
+        if (a.protocol() == QAbstractSocket::IPv4Protocol && !a.isLoopback()) {
+            address = a.toString();
+            break;
+        }
+    return QStringLiteral("smolctl node --join %1:%2 --token %3 --name NAME")
+        .arg(address)
+        .arg(port())
+        .arg(QString::fromStdString(d->options.token));
+}
+
+bool EngineController::isRunning() const { return d->running; }
+
+int EngineController::readyNodes() const
+{
+    int n = 0;
+    for (const ClusterNode &node : d->coordinator->nodes())
+        n += node.state == ClusterNode::State::Idle;
+    return n;
+}
+bool EngineController::isPaused() const { return d->breakpoints.isPaused(); }
+
+QStringList EngineController::strategies() const
+{
+    QStringList out;
+    for (const auto &s : engine::strategyNames())
+        out << QString::fromStdString(s);
+    return out;
+}
+
+QStringList EngineController::layerNames(const QString &model) const
+{
+    engine::ModelConfig mc;
+    mc.kind = model.toStdString();
+    if (mc.kind == "gpt")
+        mc.vocabSize = 96;
+    QStringList out;
+    try {
+        for (const auto &l : engine::makeModel(mc)->layers())
+            out << QString::fromStdString(l.name);
+    } catch (const std::exception &) {
+    }
+    return out;
+}
+
+QString EngineController::balancedPlacement(const QString &model, int nodes) const
+{
+    engine::ModelConfig mc;
+    mc.kind = model.toStdString();
+    if (mc.kind == "gpt")
+        mc.vocabSize = 96;
+    try {
+        const auto m = engine::makeModel(mc);
+        std::map<std::string, std::int64_t> size;
+        for (auto &[name, p] : m->namedParameters())
+            size[name] = p.numel();
+        std::vector<std::int64_t> layerParams;
+        for (const auto &layer : m->layers()) {
+            std::int64_t n = 0;
+            for (const auto &p : layer.paramNames)
+                n += size[p];
+            layerParams.push_back(n);
+        }
+        return QString::fromStdString(engine::Placement::balanced(layerParams, nodes).toString());
+    } catch (const std::exception &) {
+        return {};
+    }
+}
+
+QString EngineController::checkPlacement(const QString &model, const QString &spec, int nodes) const
+{
+    try {
+        engine::Placement::parse(spec.toStdString(), int(layerNames(model).size()), nodes);
+        return {};
+    } catch (const std::exception &e) {
+        return QString::fromUtf8(e.what());
+    }
+}
+
+void EngineController::start(const RunSettings &s)
+{
+    if (d->running) {
+        Q_EMIT errorOccurred(tr("a run is already going: stop it first"));
+        return;
+    }
+    if (d->runThread.joinable())
+        d->runThread.join();
+    engine::TrainConfig c;
+    c.strategy = s.strategy.toStdString();
+    c.nodes = s.nodes;
+    c.model.kind = s.model.toStdString();
+    c.steps = s.steps;
+    c.globalBatch = s.globalBatch;
+    c.seed = s.seed;
+    c.optimizer.kind = s.optimizer == "adam" ? engine::OptimizerConfig::Kind::Adam : engine::OptimizerConfig::Kind::Sgd;
+    c.optimizer.lr = s.lr;
+    c.placement = s.placement.toStdString();
+    // Ranks go to the first idle nodes in join order; slowdowns follow them.
+    std::vector<int> idle;
+    for (const ClusterNode &n : d->coordinator->nodes())
+        if (n.state == ClusterNode::State::Idle)
+            idle.push_back(n.id);
+    if (int(idle.size()) < s.nodes) {
+        Q_EMIT errorOccurred(tr("the run needs %1 nodes; %2 are idle").arg(s.nodes).arg(idle.size()));
+        return;
+    }
+    for (int r = 0; r < s.nodes; ++r) {
+        engine::NodeBehaviour b;
+        const auto it = d->slowdown.find(idle[std::size_t(r)]);
+        b.slowdown = (it == d->slowdown.end() ? 1.0 : it->second) * std::max(1.0, s.slowMotion);
+        c.behaviour.push_back(b);
+    }
+    try {
+        engine::validateConfig(c);
+    } catch (const std::exception &e) {
+        Q_EMIT runFailed(QString::fromUtf8(e.what()));
+        return;
+    }
+    d->recorder.reset();
+    if (!s.recordPath.isEmpty()) {
+        engine::SessionHeader h;
+        h.configJson = QJsonDocument(engine::configToJson(c)).toJson(QJsonDocument::Compact);
+        h.strategy = c.strategy;
+        h.model = c.model.kind;
+        h.nodes = c.nodes;
+        h.steps = c.steps;
+        for (int r = 0; r < c.nodes; ++r)
+            h.nodeList.push_back(engine::SessionNode{r, "node " + std::to_string(r), "",
+                                                     roleOf(s.strategy, r).toStdString()});
+        h.startNs = net::monotonicNs();
+        try {
+            d->recorder = std::make_unique<engine::SessionRecorder>(s.recordPath, h, /*overwrite=*/true);
+        } catch (const std::exception &e) {
+            Q_EMIT runFailed(QString::fromUtf8(e.what()));
+            return;
+        }
+    }
+    d->sink.reset();
+    d->sink.setForward(d->recorder.get());
+    {
+        std::lock_guard lock(d->mutex);
+        d->settings = s;
+        d->pendingSteps.clear();
+        d->lastStep = -1;
+        d->shards.clear();
+        d->predicted.reset();
+        d->stateDirty = true;
+    }
+    d->running = true;
+    d->breakpoints.beginRun(s.nodes);
+    Q_EMIT runStarted(tr("%1 on %2 nodes, %3 steps").arg(s.strategy).arg(s.nodes).arg(s.steps));
+    QPointer<EngineController> self(this);
+    d->runThread = std::thread([this, self, c] {
+        class StepObserver : public engine::TrainObserver {
+        public:
+            StepObserver(Private *p) : m_p(p) {}
+            void onStep(const engine::StepReport &r) override
+            {
+                widgets::StepPoint pt;
+                pt.step = r.step;
+                pt.seconds = r.seconds;
+                pt.loss = r.loss;
+                pt.samplesPerSecond = r.samplesPerS;
+                const auto traffic = m_p->sink.traffic();
+                for (std::size_t i = 0; i < r.memory.size(); ++i) {
+                    const auto it = traffic.sentPerSecond.find(int(i));
+                    pt.bytesPerSecondPerNode.append(it == traffic.sentPerSecond.end() ? 0.0 : it->second);
+                }
+                std::lock_guard lock(m_p->mutex);
+                m_p->pendingSteps.push_back(pt);
+                m_p->lastStep = r.step;
+                m_p->stateDirty = true;
+            }
+
+        private:
+            Private *m_p;
+        };
+        d->plan(c);
+        StepObserver observer(d.get());
+        engine::ClusterRunOptions ro;
+        ro.nodes = c.nodes;
+        ro.breakpoints = &d->breakpoints;
+        ro.events = &d->sink;
+        QString summary, failure;
+        double accuracy = -1;
+        std::int64_t steps = c.steps;
+        try {
+            const engine::TrainSummary s = d->coordinator->run(c, ro, &observer);
+            accuracy = s.testAccuracy;
+            summary = tr("%1 on %2 node(s), %3 steps: final loss %4%5, %6 samples/s")
+                          .arg(QString::fromStdString(s.strategy))
+                          .arg(s.nodes)
+                          .arg(s.steps)
+                          .arg(s.finalLoss, 0, 'f', 4)
+                          .arg(s.testAccuracy >= 0 ? tr(", test accuracy %1%").arg(100 * s.testAccuracy, 0, 'f', 1)
+                                                   : QString())
+                          .arg(s.samplesPerS, 0, 'f', 0);
+            if (d->recorder)
+                d->recorder->finish(s.finalLoss);
+        } catch (const std::exception &e) {
+            failure = QString::fromUtf8(e.what());
+            if (d->recorder) {
+                try {
+                    d->recorder->finish(std::nullopt);
+                } catch (const std::exception &) {
+                }
+            }
+        }
+        d->sink.setForward(nullptr);
+        d->running = false;
+        QMetaObject::invokeMethod(
+            QCoreApplication::instance(), [self, summary, failure, accuracy, steps] {
+                if (!self)
+                    return;
+                self->publish();
+                if (!failure.isEmpty()) {
+                    Q_EMIT self->runFailed(failure);
+                    return;
+                }
+                if (accuracy >= 0)
+                    Q_EMIT self->testAccuracyAvailable(steps - 1, accuracy);
+                Q_EMIT self->runFinished(summary);
+            },
+            Qt::QueuedConnection);
+    });
+}
+
+void EngineController::pause()
+{
+    if (d->running)
+        d->breakpoints.pauseAtNext();
+}
+
+void EngineController::resume() { d->breakpoints.resume(); }
+void EngineController::stepCollective() { d->breakpoints.step(); }
+
+void EngineController::stop()
+{
+    if (!d->running)
+        return;
+    d->coordinator->stop();
+    d->breakpoints.abort(); // release held nodes so the stop reaches them
+}
+
+void EngineController::killNode(int id)
+{
+    try {
+        d->coordinator->kill(id);
+    } catch (const std::exception &e) {
+        Q_EMIT errorOccurred(QString::fromUtf8(e.what()));
+    }
+}
+
+void EngineController::addLocalNode() { d->addAgent(d->options.token, d->coordinator->port()); }
+
+void EngineController::setNodeSlowdown(int id, double factor)
+{
+    d->slowdown[id] = std::max(1.0, factor);
+    std::lock_guard lock(d->mutex);
+    d->stateDirty = true;
+}
+
+void EngineController::addBreakpoint(const QString &spec)
+{
+    try {
+        d->breakpoints.addBreakpoint(engine::parseBreakpoint(spec.toStdString()));
+    } catch (const std::exception &e) {
+        Q_EMIT errorOccurred(QString::fromUtf8(e.what()));
+    }
+}
+
+void EngineController::clearBreakpoints() { d->breakpoints.clearBreakpoints(); }
+
+void EngineController::editTensor(int rank, const QString &op, double factor)
+{
+    engine::TensorEdit e;
+    e.op = op == "zero" ? engine::TensorEdit::Op::Zero
+           : op == "nan" ? engine::TensorEdit::Op::InjectNaN
+                         : engine::TensorEdit::Op::Scale;
+    e.factor = factor;
+    e.index = op == "nan" ? 0 : -1;
+    try {
+        if (!d->breakpoints.edit(rank, e))
+            Q_EMIT errorOccurred(tr("node %1 is not held at a collective").arg(rank));
+    } catch (const std::exception &ex) {
+        Q_EMIT errorOccurred(QString::fromUtf8(ex.what()));
+    }
+}
+
+void EngineController::publish()
+{
+    std::vector<widgets::StepPoint> steps;
+    bool dirty = d->sink.takeDirty();
+    auto state = std::make_shared<widgets::ClusterState>();
+    {
+        std::lock_guard lock(d->mutex);
+        steps.swap(d->pendingSteps);
+        dirty = dirty || d->stateDirty || !steps.empty();
+        d->stateDirty = false;
+        state->strategy = d->settings.strategy;
+        state->topology = topologyOf(d->settings.strategy);
+        state->step = d->lastStep;
+        state->steps = d->settings.steps;
+        state->shards = d->shards;
+    }
+    for (const auto &p : steps)
+        Q_EMIT stepAvailable(p);
+    const std::vector<ClusterNode> nodes = d->coordinator->nodes();
+    const bool paused = d->breakpoints.isPaused();
+    const bool running = d->running;
+    if (!dirty && nodes.size() == d->lastNodeCount && paused == d->lastPaused && running == d->lastRunning &&
+        !running)
+        return; // nothing new, and no traffic window to slide
+    d->lastNodeCount = nodes.size();
+    d->lastPaused = paused;
+    d->lastRunning = running;
+    const auto memory = d->sink.memory();
+    const auto traffic = d->sink.traffic();
+    std::optional<std::int64_t> predicted;
+    {
+        std::lock_guard lock(d->mutex);
+        predicted = d->predicted;
+    }
+    for (const ClusterNode &n : nodes) {
+        widgets::NodeState ns;
+        ns.id = n.id;
+        // A node keeps showing its rank (and memory) from the newest run it was in.
+        ns.rank = n.state == ClusterNode::State::Lost ? -1 : n.rank;
+        ns.name = QString::fromStdString(n.name);
+        ns.host = QString::fromStdString(n.host);
+        ns.role = roleOf(state->strategy, ns.rank);
+        const auto slow = d->slowdown.find(n.id);
+        ns.slowdown = slow == d->slowdown.end() ? 1.0 : slow->second;
+        if (n.state == ClusterNode::State::Lost)
+            ns.state = widgets::NodeRunState::Lost;
+        else if (n.state == ClusterNode::State::Running)
+            ns.state = paused ? widgets::NodeRunState::Paused
+                       : ns.slowdown > 1 ? widgets::NodeRunState::Slow
+                                         : widgets::NodeRunState::Running;
+        else
+            ns.state = widgets::NodeRunState::Idle;
+        if (ns.rank >= 0) {
+            const auto it = memory.find(ns.rank);
+            if (it != memory.end()) {
+                const engine::MemorySample &m = it->second;
+                ns.memory = widgets::MemoryBytes{m.params, m.grads, m.optimizer, m.activations, m.comm, m.live, m.peak};
+            }
+            ns.predictedBytes = predicted;
+        }
+        if (n.state == ClusterNode::State::Lost)
+            ns.lastLog = QString::fromStdString(n.lostReason);
+        state->nodes.append(ns);
+    }
+    for (const auto &[link, bytes] : traffic.linkBytesPerSecond)
+        state->links.append(widgets::LinkState{link.first, link.second, bytes, 0, 0});
+    Q_EMIT stateChanged(state);
+}
+
+} // namespace smol::app

@@ -1,0 +1,102 @@
+// The one bridge between the GUI and the engine (ARCHITECTURE.md, "Runtime
+// shape"). It owns a coordinator and the local nodes (agent threads of this
+// process, joined over the same authenticated TCP control plane a remote
+// `smolctl node` uses), runs training on its own thread, and turns what the
+// engine reports into immutable snapshots (widgets/cluster_state.h) that it
+// publishes on the GUI thread at most 30 times a second. The GUI never waits
+// on the engine: every command returns at once; results arrive as signals.
+//
+// No LibTorch in this header (pimpl), so the window's sources build fast.
+#pragma once
+
+#include "widgets/cluster_state.h"
+#include "widgets/tensor_inspector.h"
+
+#include <QObject>
+#include <QString>
+#include <QStringList>
+
+#include <memory>
+
+namespace smol::app {
+
+struct RunSettings {
+    QString strategy = QStringLiteral("ddp");
+    QString model = QStringLiteral("mlp");
+    int nodes = 4;
+    qint64 steps = 300;
+    qint64 globalBatch = 120;
+    QString optimizer = QStringLiteral("sgd");
+    double lr = 0.1;
+    quint64 seed = 0;
+    QString placement;  // pipeline; "" = balanced
+    QString recordPath; // "" = do not record
+    // Slow motion for teaching: every node computes this many times slower.
+    double slowMotion = 1;
+};
+
+using widgets::PausedTensor;
+using widgets::PauseView;
+
+class EngineController : public QObject {
+    Q_OBJECT
+
+public:
+    // Starts the coordinator (listening on every interface, any free port)
+    // and `localNodes` node threads.
+    explicit EngineController(int localNodes, QObject *parent = nullptr);
+    ~EngineController() override;
+
+    quint16 port() const;
+    // What to run on another machine to add it to this cluster.
+    QString joinCommand() const;
+    bool isRunning() const;
+    bool isPaused() const;
+    int readyNodes() const; // connected and idle
+    QStringList strategies() const;
+    // The model's layer names (for the placement editor) and whether a
+    // pipeline placement spec is valid for them on `nodes` nodes ("" = yes).
+    QStringList layerNames(const QString &model) const;
+    QString checkPlacement(const QString &model, const QString &spec, int nodes) const;
+    // The engine's automatic placement (balanced by parameter count); "" when
+    // the model has fewer layers than nodes.
+    QString balancedPlacement(const QString &model, int nodes) const;
+
+public Q_SLOTS:
+    void start(const smol::app::RunSettings &settings);
+    void pause();          // at the next collective boundary
+    void resume();
+    void stepCollective(); // run one collective, then pause again
+    void stop();
+    void killNode(int id);
+    void addLocalNode();
+    // Emulated compute slowdown of a node (by id) for the next run.
+    void setNodeSlowdown(int id, double factor);
+    void addBreakpoint(const QString &spec); // throws nothing: bad specs -> errorOccurred
+    void clearBreakpoints();
+    // Edit a held node's tensor before resuming: "scale", "zero" or "nan".
+    void editTensor(int rank, const QString &op, double factor = 1);
+
+Q_SIGNALS:
+    void stateChanged(smol::widgets::ClusterStatePtr state);
+    void stepAvailable(const smol::widgets::StepPoint &point);
+    void testAccuracyAvailable(qint64 step, double accuracy);
+    void runStarted(const QString &description);
+    void runFinished(const QString &summary);
+    void runFailed(const QString &reason);
+    void pausedAt(const smol::app::PauseView &pause);
+    void logLine(const QString &line);
+    void errorOccurred(const QString &reason);
+
+private:
+    void publish(); // the ≤30 Hz timer: build and emit a snapshot
+    struct Private;
+    std::unique_ptr<Private> d;
+};
+
+} // namespace smol::app
+
+Q_DECLARE_METATYPE(smol::app::RunSettings)
+Q_DECLARE_METATYPE(smol::app::PauseView)
+Q_DECLARE_METATYPE(smol::widgets::ClusterStatePtr)
+Q_DECLARE_METATYPE(smol::widgets::StepPoint)

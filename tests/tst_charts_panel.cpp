@@ -1,0 +1,263 @@
+// ChartsPanel and the MetricsModel behind it: rows and node columns as steps
+// arrive, raw values for sorting, decimation of long runs, axes that contain
+// the data (and never collapse), NaN losses left out, and a picture that is
+// not blank. SMOL_SAVE_PNG=1 saves the projector-mode panel to /tmp/charts.png.
+#include "widgets/charts_panel.h"
+#include "widgets/metrics_model.h"
+
+#include <QAbstractItemModelTester>
+#include <QChart>
+#include <QImage>
+#include <QLineSeries>
+#include <QLocale>
+#include <QSignalSpy>
+#include <QTest>
+#include <QValueAxis>
+
+#include <cmath>
+#include <limits>
+
+using smol::widgets::ChartsPanel;
+using smol::widgets::MetricsModel;
+using smol::widgets::StepPoint;
+
+namespace {
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+StepPoint point(std::int64_t step, double loss, int nodes = 3)
+{
+    StepPoint p;
+    p.step = step;
+    p.seconds = 0.05 * double(step);
+    p.loss = loss;
+    p.samplesPerSecond = 2000 + 300 * std::sin(double(step) / 40);
+    for (int r = 0; r < nodes; ++r)
+        p.bytesPerSecondPerNode << 4.0e6 * (r + 1) + 1.0e5 * std::cos(double(step) / 25 + r);
+    return p;
+}
+
+double loss(std::int64_t step)
+{
+    return 0.35 + 2.0 * std::exp(-double(step) / 600) + 0.05 * std::sin(double(step) / 7);
+}
+
+QValueAxis *axis(QChart *chart, Qt::Orientation orientation)
+{
+    const auto axes = chart->axes(orientation);
+    return axes.isEmpty() ? nullptr : qobject_cast<QValueAxis *>(axes.first());
+}
+
+// The axes of `chart` contain every point of every line on it.
+void verifyAxesContain(QChart *chart)
+{
+    QValueAxis *x = axis(chart, Qt::Horizontal);
+    QValueAxis *y = axis(chart, Qt::Vertical);
+    QVERIFY(x && y);
+    QVERIFY(x->max() > x->min());
+    QVERIFY(y->max() > y->min());
+    const auto lines = chart->series();
+    for (QAbstractSeries *s : lines) {
+        const auto *line = qobject_cast<QXYSeries *>(s);
+        QVERIFY(line);
+        const QList<QPointF> points = line->points();
+        for (const QPointF &p : points) {
+            QVERIFY2(std::isfinite(p.y()), qPrintable(line->name()));
+            QVERIFY2(p.x() >= x->min() && p.x() <= x->max(), qPrintable(QString::number(p.x())));
+            QVERIFY2(p.y() >= y->min() && p.y() <= y->max(), qPrintable(QString::number(p.y())));
+        }
+    }
+}
+
+} // namespace
+
+class TestChartsPanel : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase() { QLocale::setDefault(QLocale(QLocale::English, QLocale::UnitedStates)); }
+
+    void modelRowsAndNodeColumns()
+    {
+        MetricsModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QCOMPARE(model.columnCount(), int(MetricsModel::NUM_COLUMNS));
+
+        QSignalSpy columns(&model, &QAbstractItemModel::columnsInserted);
+        model.addStep(point(0, kNaN, 2));
+        model.addStep(point(1, 2.25, 2));
+        QCOMPARE(model.rowCount(), 2);
+        QCOMPARE(model.columnCount(), MetricsModel::NUM_COLUMNS + 2);
+        QCOMPARE(columns.count(), 1);
+
+        model.addStep(point(2, 2.0, 4)); // two more nodes joined
+        QCOMPARE(model.columnCount(), MetricsModel::NUM_COLUMNS + 4);
+        QCOMPARE(columns.count(), 2);
+        model.addStep(point(3, 1.9, 1)); // fewer reported: no columns removed
+        QCOMPARE(model.columnCount(), MetricsModel::NUM_COLUMNS + 4);
+
+        QCOMPARE(model.headerData(MetricsModel::Loss, Qt::Horizontal).toString(), QStringLiteral("Loss"));
+        QCOMPARE(model.headerData(MetricsModel::NUM_COLUMNS + 3, Qt::Horizontal).toString(),
+                 QStringLiteral("node 3 B/s"));
+        QCOMPARE(model.data(model.index(1, MetricsModel::Step)).toString(), QStringLiteral("1"));
+        QCOMPARE(model.data(model.index(1, MetricsModel::Loss)).toString(), QStringLiteral("2.25"));
+        QCOMPARE(model.data(model.index(0, MetricsModel::Loss)).toString(), QString()); // NaN: no text
+        QCOMPARE(model.data(model.index(3, MetricsModel::NUM_COLUMNS + 2)).toString(), QString());
+
+        QSignalSpy resets(&model, &QAbstractItemModel::modelReset);
+        model.clear();
+        QCOMPARE(resets.count(), 1);
+        QCOMPARE(model.rowCount(), 0);
+        QCOMPARE(model.columnCount(), int(MetricsModel::NUM_COLUMNS));
+        model.addStep(point(0, 1.0, 3));
+        QCOMPARE(model.columnCount(), MetricsModel::NUM_COLUMNS + 3);
+    }
+
+    void sortRoleHoldsRawValues()
+    {
+        MetricsModel model;
+        model.addStep(point(7, kNaN, 2));
+        model.addStep(point(8, 1.5, 2));
+        const auto raw = [&](int row, int column) {
+            return model.data(model.index(row, column), MetricsModel::SortRole);
+        };
+        QCOMPARE(raw(1, MetricsModel::Step).toLongLong(), 8LL);
+        QCOMPARE(raw(1, MetricsModel::Loss).toDouble(), 1.5);
+        QVERIFY(!raw(0, MetricsModel::Loss).isValid());
+        QCOMPARE(raw(1, MetricsModel::NUM_COLUMNS + 1).toDouble(), point(8, 1.5, 2).bytesPerSecondPerNode[1]);
+        QCOMPARE(raw(1, MetricsModel::Seconds).toDouble(), 0.4);
+    }
+
+    void longRunIsDecimated()
+    {
+        ChartsPanel panel;
+        const int steps = 10000;
+        for (int s = 0; s < steps; ++s)
+            panel.addStep(point(s, loss(s)));
+        QCOMPARE(panel.metricsModel()->rowCount(), steps); // the model keeps every step
+
+        QList<QXYSeries *> lines{panel.trainLossSeries(), panel.samplesSeries()};
+        for (int r = 0; r < 3; ++r)
+            lines << panel.bytesSeries(r);
+        QVERIFY(!panel.bytesSeries(3));
+        for (QXYSeries *line : lines) {
+            QVERIFY(line);
+            QVERIFY2(line->count() <= ChartsPanel::kMaxPoints, qPrintable(line->name()));
+            QVERIFY2(line->count() >= ChartsPanel::kMaxPoints / 2, qPrintable(line->name()));
+            QCOMPARE(line->points().first().x(), 0.0);              // the start
+            QCOMPARE(line->points().last().x(), double(steps - 1)); // and the newest step survive
+        }
+        verifyAxesContain(panel.lossChart());
+        verifyAxesContain(panel.throughputChart());
+        verifyAxesContain(panel.bytesChart());
+        QVERIFY(axis(panel.lossChart(), Qt::Horizontal)->max() >= steps - 1);
+        QCOMPARE(axis(panel.bytesChart(), Qt::Vertical)->titleText(), QStringLiteral("MB/s"));
+    }
+
+    void nanLossesAreSkipped()
+    {
+        ChartsPanel panel;
+        int finite = 0;
+        for (int s = 0; s < 30; ++s) {
+            const bool missing = s % 3 == 0;
+            panel.addStep(point(s, missing ? kNaN : loss(s)));
+            finite += missing ? 0 : 1;
+        }
+        panel.addTestPoint(10, kNaN);
+        panel.addTestPoint(20, 1.75);
+        QCOMPARE(panel.trainLossSeries()->count(), finite);
+        QCOMPARE(panel.testLossSeries()->count(), 1);
+        QCOMPARE(panel.samplesSeries()->count(), 30); // the other figures are all there
+        QCOMPARE(panel.metricsModel()->rowCount(), 30);
+        verifyAxesContain(panel.lossChart());
+    }
+
+    void onePointDoesNotCollapseTheAxes_data()
+    {
+        QTest::addColumn<double>("value");
+        QTest::newRow("zero") << 0.0;
+        QTest::newRow("typical loss") << 2.302585;
+        QTest::newRow("negative") << -4.0;
+        QTest::newRow("huge") << 1.0e12;
+    }
+
+    void onePointDoesNotCollapseTheAxes()
+    {
+        QFETCH(double, value);
+        ChartsPanel panel;
+        StepPoint p = point(0, value, 1);
+        p.samplesPerSecond = value;
+        p.bytesPerSecondPerNode = {std::abs(value)};
+        panel.addStep(p);
+        verifyAxesContain(panel.lossChart());
+        verifyAxesContain(panel.throughputChart());
+        verifyAxesContain(panel.bytesChart());
+    }
+
+    void axesGrowWithTheData()
+    {
+        ChartsPanel panel;
+        panel.addStep(point(0, 2.0));
+        QValueAxis *x = axis(panel.lossChart(), Qt::Horizontal);
+        QSignalSpy rescaled(x, &QValueAxis::rangeChanged);
+        for (int s = 1; s <= 1000; ++s)
+            panel.addStep(point(s, loss(s)));
+        QVERIFY(x->max() >= 1000);
+        // Nice bounds, grown a step of ticks at a time: a few rescales, not one per point.
+        QVERIFY2(rescaled.count() < 30, qPrintable(QString::number(rescaled.count())));
+        verifyAxesContain(panel.lossChart());
+    }
+
+    void clearEmptiesEverything()
+    {
+        ChartsPanel panel;
+        for (int s = 0; s < 50; ++s)
+            panel.addStep(point(s, loss(s)));
+        panel.addTestPoint(40, 0.9);
+        panel.clear();
+        QCOMPARE(panel.trainLossSeries()->count(), 0);
+        QCOMPARE(panel.testLossSeries()->count(), 0);
+        QCOMPARE(panel.samplesSeries()->count(), 0);
+        QVERIFY(!panel.bytesSeries(0));
+        QCOMPARE(panel.metricsModel()->rowCount(), 0);
+        QCOMPARE(axis(panel.bytesChart(), Qt::Vertical)->titleText(), QStringLiteral("B/s"));
+        panel.addStep(point(0, 1.0, 2)); // and it works again
+        QCOMPARE(panel.bytesSeries(1)->count(), 1);
+    }
+
+    void rendersNonBlank()
+    {
+        ChartsPanel panel;
+        panel.setProjectorMode(true);
+        panel.resize(1400, 900);
+        for (int s = 0; s <= 1200; ++s) {
+            panel.addStep(point(s, loss(s), 4));
+            if (s % 100 == 0 && s > 0)
+                panel.addTestPoint(s, loss(s) + 0.12);
+        }
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        QTest::qWait(50); // let the charts lay out
+        const QImage image = panel.grab().toImage();
+        QVERIFY(!image.isNull());
+
+        // The train line's colour shows up, and the picture is not one flat colour.
+        const QRgb train = panel.trainLossSeries()->color().rgb();
+        int trainPixels = 0;
+        QSet<QRgb> colours;
+        for (int y = 0; y < image.height(); y += 2)
+            for (int x = 0; x < image.width(); x += 2) {
+                const QRgb c = image.pixel(x, y);
+                colours.insert(c);
+                trainPixels += c == train;
+            }
+        QVERIFY2(trainPixels > 200, qPrintable(QString::number(trainPixels)));
+        QVERIFY(colours.size() > 50);
+
+        if (qEnvironmentVariableIsSet("SMOL_SAVE_PNG"))
+            QVERIFY(image.save(QStringLiteral("/tmp/charts.png")));
+    }
+};
+
+QTEST_MAIN(TestChartsPanel)
+#include "tst_charts_panel.moc"

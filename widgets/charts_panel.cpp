@@ -1,0 +1,335 @@
+#include "charts_panel.h"
+
+#include "widgets/metrics_model.h"
+#include "widgets/shard_map.h" // rankColor
+
+#include <QChart>
+#include <QChartView>
+#include <QGridLayout>
+#include <QLegend>
+#include <QLineSeries>
+#include <QValueAxis>
+
+#include <algorithm>
+#include <cmath>
+
+namespace smol::widgets {
+
+namespace {
+
+const QColor kTrainColour(0x2c, 0x3e, 0x50);
+const QColor kTestColour(0xd6, 0x27, 0x28);
+const QColor kSamplesColour(0x2e, 0x7d, 0x32);
+
+struct NiceRange {
+    double min = 0;
+    double max = 1;
+    double step = 0.2;
+};
+
+// 1, 2 or 5 times a power of ten, at least `raw`.
+double niceStep(double raw)
+{
+    const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+    const double f = raw / magnitude;
+    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * magnitude;
+}
+
+// A range on tick boundaries that contains [lo, hi] with about five ticks;
+// a single value gets a window around it instead of a zero-width axis.
+NiceRange niceRange(double lo, double hi, bool includeZero)
+{
+    if (includeZero) {
+        lo = std::min(lo, 0.0);
+        hi = std::max(hi, 0.0);
+    }
+    if (!(hi > lo)) {
+        if (lo == 0) {
+            hi = 1;
+        } else {
+            const double pad = std::abs(lo) * 0.1;
+            lo -= pad;
+            hi += pad;
+            if (includeZero) {
+                lo = std::min(lo, 0.0);
+                hi = std::max(hi, 0.0);
+            }
+        }
+    }
+    NiceRange r;
+    r.step = niceStep((hi - lo) / 5);
+    r.min = std::floor(lo / r.step) * r.step;
+    r.max = std::ceil(hi / r.step) * r.step;
+    if (r.max <= hi - r.step * 1e-9) // floating point: never cut the largest value off
+        r.max += r.step;
+    return r;
+}
+
+QString labelFormat(double step)
+{
+    const int decimals = step >= 1 ? 0 : int(std::ceil(-std::log10(step) - 1e-9));
+    return QStringLiteral("%.%1f").arg(decimals);
+}
+
+void applyRange(QValueAxis *axis, const NiceRange &r)
+{
+    axis->setRange(r.min, r.max);
+    axis->setTickCount(int(std::lround((r.max - r.min) / r.step)) + 1);
+    axis->setLabelFormat(labelFormat(r.step));
+}
+
+// Keeps every other point, always the newest: halves a line that grew past
+// kMaxPoints so painting stays cheap; the MetricsModel keeps every step.
+void decimate(QXYSeries *series)
+{
+    const QList<QPointF> points = series->points();
+    QList<QPointF> kept;
+    kept.reserve(points.size() / 2 + 1);
+    for (qsizetype i = (points.size() - 1) % 2; i < points.size(); i += 2)
+        kept.append(points[i]);
+    series->replace(kept);
+}
+
+} // namespace
+
+ChartsPanel::ChartsPanel(QWidget *parent)
+    : QWidget(parent)
+    , m_model(new MetricsModel(this))
+{
+    m_loss = makePlot(tr("Loss"), tr("loss"), false);
+    m_throughput = makePlot(tr("Samples per second"), tr("samples/s"), true);
+    m_bytes = makePlot(tr("Bytes sent per second, by node"), tr("B/s"), true);
+
+    m_trainLoss = new QLineSeries(this);
+    m_trainLoss->setName(tr("train"));
+    addSeries(m_loss, m_trainLoss, kTrainColour);
+    m_testLoss = new QLineSeries(this);
+    m_testLoss->setName(tr("test"));
+    m_testLoss->setPointsVisible(true);
+    addSeries(m_loss, m_testLoss, kTestColour);
+    m_samples = new QLineSeries(this);
+    m_samples->setName(tr("samples/s"));
+    addSeries(m_throughput, m_samples, kSamplesColour);
+    m_throughput.view->chart()->legend()->hide();
+
+    auto *layout = new QGridLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->setSpacing(4);
+    // One row: the charts share the height a dock along the window's bottom has.
+    layout->addWidget(m_loss.view, 0, 0);
+    layout->addWidget(m_throughput.view, 0, 1);
+    layout->addWidget(m_bytes.view, 0, 2);
+    layout->setRowStretch(0, 1);
+
+    applyStyle();
+}
+
+ChartsPanel::~ChartsPanel() = default;
+
+ChartsPanel::Plot ChartsPanel::makePlot(const QString &title, const QString &yTitle, bool includeZero)
+{
+    Plot plot;
+    auto *chart = new QChart;
+    chart->setTitle(title);
+    chart->setMargins(QMargins(4, 4, 4, 4));
+    chart->setBackgroundRoundness(0);
+    chart->legend()->setAlignment(Qt::AlignTop);
+    plot.x = new QValueAxis(chart);
+    plot.x->setTitleText(tr("step"));
+    plot.y = new QValueAxis(chart);
+    plot.y->setTitleText(yTitle);
+    chart->addAxis(plot.x, Qt::AlignBottom);
+    chart->addAxis(plot.y, Qt::AlignLeft);
+    plot.view = new QChartView(chart, this);
+    plot.view->setRenderHint(QPainter::Antialiasing);
+    plot.includeZero = includeZero;
+    plot.yTitle = yTitle;
+    resetAxes(plot);
+    return plot;
+}
+
+void ChartsPanel::addSeries(Plot &plot, QXYSeries *series, const QColor &colour)
+{
+    plot.view->chart()->addSeries(series);
+    series->attachAxis(plot.x);
+    series->attachAxis(plot.y);
+    series->setColor(colour);
+}
+
+QChart *ChartsPanel::lossChart() const
+{
+    return m_loss.view->chart();
+}
+
+QChart *ChartsPanel::throughputChart() const
+{
+    return m_throughput.view->chart();
+}
+
+QChart *ChartsPanel::bytesChart() const
+{
+    return m_bytes.view->chart();
+}
+
+QLineSeries *ChartsPanel::bytesSeries(int rank) const
+{
+    return rank >= 0 && std::size_t(rank) < m_bytesPerRank.size() ? m_bytesPerRank[std::size_t(rank)]
+                                                                  : nullptr;
+}
+
+QLineSeries *ChartsPanel::ensureBytesSeries(int rank)
+{
+    while (m_bytesPerRank.size() <= std::size_t(rank)) {
+        const int r = int(m_bytesPerRank.size());
+        auto *series = new QLineSeries(this);
+        series->setName(tr("node %1").arg(r));
+        addSeries(m_bytes, series, rankColor(r));
+        m_bytesPerRank.push_back(series);
+        applyStyle(); // a new line gets this mode's pen
+    }
+    return m_bytesPerRank[std::size_t(rank)];
+}
+
+void ChartsPanel::addStep(const StepPoint &point)
+{
+    m_model->addStep(point);
+    const double x = double(point.step);
+    plot(m_loss, m_trainLoss, x, point.loss);
+    plot(m_throughput, m_samples, x, point.samplesPerSecond);
+
+    double largest = 0;
+    for (double v : point.bytesPerSecondPerNode)
+        if (std::isfinite(v))
+            largest = std::max(largest, std::abs(v));
+    if (largest / m_bytes.yScale >= 1000)
+        chooseByteUnit(largest);
+    for (int r = 0; r < point.bytesPerSecondPerNode.size(); ++r)
+        plot(m_bytes, ensureBytesSeries(r), x, point.bytesPerSecondPerNode[r] / m_bytes.yScale);
+}
+
+void ChartsPanel::addTestPoint(std::int64_t step, double value)
+{
+    plot(m_loss, m_testLoss, double(step), value);
+}
+
+void ChartsPanel::plot(Plot &plot, QXYSeries *series, double x, double y)
+{
+    if (!std::isfinite(x) || !std::isfinite(y))
+        return;
+    series->append(x, y);
+    if (series->count() > kMaxPoints)
+        decimate(series);
+    if (plot.empty) {
+        plot.xMin = plot.xMax = x;
+        plot.yMin = plot.yMax = y;
+    } else {
+        plot.xMin = std::min(plot.xMin, x);
+        plot.xMax = std::max(plot.xMax, x);
+        plot.yMin = std::min(plot.yMin, y);
+        plot.yMax = std::max(plot.yMax, y);
+    }
+    const bool first = plot.empty;
+    plot.empty = false;
+    if (first || plot.xMin < plot.x->min() || plot.xMax > plot.x->max())
+        applyRange(plot.x, niceRange(plot.xMin, plot.xMax, true));
+    if (first || plot.yMin < plot.y->min() || plot.yMax > plot.y->max())
+        applyRange(plot.y, niceRange(plot.yMin, plot.yMax, plot.includeZero));
+}
+
+void ChartsPanel::resetAxes(Plot &plot)
+{
+    plot.empty = true;
+    plot.xMin = plot.xMax = plot.yMin = plot.yMax = 0;
+    applyRange(plot.x, niceRange(0, 1, true));
+    applyRange(plot.y, niceRange(0, 1, true));
+}
+
+void ChartsPanel::chooseByteUnit(double largest)
+{
+    static const struct {
+        double scale;
+        const char *unit;
+    } kUnits[] = {{1, "B/s"}, {1e3, "kB/s"}, {1e6, "MB/s"}, {1e9, "GB/s"}};
+    std::size_t u = 0;
+    while (u + 1 < std::size(kUnits) && largest >= kUnits[u + 1].scale)
+        ++u;
+    if (kUnits[u].scale <= m_bytes.yScale)
+        return;
+    // Rare (at most three times a run): rescale the lines already drawn.
+    const double ratio = m_bytes.yScale / kUnits[u].scale;
+    for (QLineSeries *series : m_bytesPerRank) {
+        QList<QPointF> points = series->points();
+        for (QPointF &p : points)
+            p.setY(p.y() * ratio);
+        series->replace(points);
+    }
+    m_bytes.yMin *= ratio;
+    m_bytes.yMax *= ratio;
+    m_bytes.yScale = kUnits[u].scale;
+    m_bytes.y->setTitleText(QString::fromLatin1(kUnits[u].unit));
+    if (!m_bytes.empty)
+        applyRange(m_bytes.y, niceRange(m_bytes.yMin, m_bytes.yMax, true));
+}
+
+void ChartsPanel::clear()
+{
+    m_model->clear();
+    m_trainLoss->clear();
+    m_testLoss->clear();
+    m_samples->clear();
+    for (QLineSeries *series : m_bytesPerRank) {
+        m_bytes.view->chart()->removeSeries(series);
+        delete series;
+    }
+    m_bytesPerRank.clear();
+    m_bytes.yScale = 1;
+    m_bytes.y->setTitleText(m_bytes.yTitle);
+    for (Plot *plot : {&m_loss, &m_throughput, &m_bytes})
+        resetAxes(*plot);
+}
+
+void ChartsPanel::setProjectorMode(bool on)
+{
+    if (on == m_projector)
+        return;
+    m_projector = on;
+    applyStyle();
+}
+
+void ChartsPanel::applyStyle()
+{
+    QFont base = font();
+    QFont title = base;
+    title.setBold(true);
+    QFont labels = base;
+    if (m_projector) {
+        title.setPointSizeF(std::max(22.0, base.pointSizeF() * 2.2));
+        base.setPointSizeF(std::max(16.0, base.pointSizeF() * 1.6));
+        labels.setPointSizeF(std::max(15.0, labels.pointSizeF() * 1.5));
+    } else {
+        title.setPointSizeF(base.pointSizeF() * 1.15);
+    }
+    const qreal pen = m_projector ? 4 : 2;
+
+    for (const Plot *plot : {&m_loss, &m_throughput, &m_bytes}) {
+        QChart *chart = plot->view->chart();
+        chart->setTitleFont(title);
+        chart->legend()->setFont(base);
+        for (QValueAxis *axis : {plot->x, plot->y}) {
+            axis->setLabelsFont(labels);
+            axis->setTitleFont(base);
+        }
+        const auto series = chart->series();
+        for (QAbstractSeries *s : series) {
+            auto *xy = qobject_cast<QXYSeries *>(s);
+            if (!xy)
+                continue;
+            QPen p = xy->pen();
+            p.setWidthF(pen);
+            xy->setPen(p);
+        }
+    }
+    m_testLoss->setMarkerSize(m_projector ? 14 : 8);
+}
+
+} // namespace smol::widgets

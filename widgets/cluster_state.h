@@ -1,0 +1,88 @@
+// The plain snapshots the GUI's views draw: published by the engine bridge
+// (app/engine_controller) on the GUI thread, at most 30 times a second, as
+// std::shared_ptr<const ClusterState>. Every number in them was measured by
+// the engine (memory from its tracking allocator, bytes from trace events);
+// views compute nothing but layout. No LibTorch, no engine includes.
+#pragma once
+
+#include <QString>
+#include <QVector>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+namespace smol::widgets {
+
+enum class Topology { Ring, Star, Chain }; // ddp/zero*/tensor: ring; syncps/edp: star (rank 0 centre); pipeline: chain
+
+enum class NodeRunState { Idle, Running, Paused, Slow, Lost };
+
+// Bytes by category, as the engine's memory accounting reports them.
+struct MemoryBytes {
+    std::int64_t params = 0;
+    std::int64_t grads = 0;
+    std::int64_t optimizer = 0;
+    std::int64_t activations = 0;
+    std::int64_t comm = 0;
+    std::int64_t live = 0; // all of the above and anything else the node allocated
+    std::int64_t peak = 0; // highest live so far
+};
+
+struct NodeState {
+    int id = -1;   // stable across runs (join order)
+    int rank = -1; // in the current run; -1 when not in it
+    QString name;
+    QString host;
+    QString role;  // "worker", "server", "stage 2", ...
+    NodeRunState state = NodeRunState::Idle;
+    double slowdown = 1;     // emulated compute slowdown (1 = none)
+    MemoryBytes memory;
+    // What the ZeRO formulas predict for this node's params+grads+optimizer
+    // under the chosen strategy (bytes); empty when no formula applies.
+    std::optional<std::int64_t> predictedBytes;
+    QString lastLog; // newest log line
+};
+
+// Traffic on a directed link over the last second, from trace events.
+struct LinkState {
+    int src = -1; // ranks
+    int dst = -1;
+    double bytesPerSecond = 0;
+    // Emulated limits (0 = none).
+    double limitBitsPerSecond = 0;
+    double latencyMs = 0;
+};
+
+// One contiguous range of one parameter and who owns it (Strategy::shards()).
+struct ShardCell {
+    QString param;       // parameter name ("fc1.weight")
+    QString layer;       // its layer ("fc1")
+    std::int64_t begin = 0;
+    std::int64_t end = 0; // elements [begin, end) of the parameter
+    int owner = -1;       // rank; -1 replicated on every node
+    QVector<int> materialisedOn; // ranks holding it in full right now (zero3 mid-step)
+};
+
+struct ClusterState {
+    QString strategy;
+    Topology topology = Topology::Ring;
+    std::int64_t step = -1; // newest completed step
+    std::int64_t steps = 0; // planned
+    QVector<NodeState> nodes; // by id
+    QVector<LinkState> links;
+    QVector<ShardCell> shards;
+};
+
+using ClusterStatePtr = std::shared_ptr<const ClusterState>;
+
+// One completed step's figures, for the charts.
+struct StepPoint {
+    std::int64_t step = 0;
+    double seconds = 0;         // since the run started
+    double loss = 0;            // NaN when none
+    double samplesPerSecond = 0;
+    QVector<double> bytesPerSecondPerNode; // sent, by rank
+};
+
+} // namespace smol::widgets

@@ -1,0 +1,99 @@
+// The cluster as a picture: one rounded box per node, placed by the run's
+// topology (ring: around a circle stretched to the widget, in rank order,
+// clockwise from the top; star: rank 0 in the centre, the others around it;
+// chain: left to right in rank order, wrapping onto further rows, read like
+// text, when one row would shrink the boxes below readable), nodes that are
+// not in the run (rank -1) in a row of smaller boxes along the bottom.
+// A box shows the node's name, "rank N · role", host, a state badge (colour
+// and word), and its memory as a bar stacked by category with the peak as a
+// tick and "2.9 MiB live, peak 3.4 MiB" under it; every bar shares one scale
+// (the largest peak) so nodes compare at a glance. Links are lines under the
+// boxes: thin grey at 0 bytes/s (the topology's edges show before any traffic),
+// arrows when they carry traffic, thicker on a log scale of bytes/s (1 kB/s
+// to 1 GB/s) and labelled with the rate; both directions of a pair are two
+// parallel arrows. Boxes get the largest size that keeps every box inside the
+// widget and clear of its neighbours, with room for the links unless that
+// would cost the boxes a fifth of their size; text that no longer fits is
+// dropped in order host, role, memory figures (the tooltip has it all).
+// The view draws the snapshot it is given, nothing else: no timers, no
+// numbers of its own; it repaints when setState() hands it a new one.
+#pragma once
+
+#include "widgets/cluster_state.h"
+
+#include <QHash>
+#include <QRectF>
+#include <QSize>
+#include <QVector>
+#include <QWidget>
+
+#include <utility>
+
+namespace smol::widgets {
+
+struct Palette;
+
+class ClusterView : public QWidget {
+    Q_OBJECT
+
+public:
+    explicit ClusterView(QWidget *parent = nullptr);
+
+    void setState(ClusterStatePtr state);
+    ClusterStatePtr state() const { return m_state; }
+
+    // Large fonts, thick lines and the high-contrast palette.
+    void setProjectorMode(bool on);
+    bool projectorMode() const { return m_projector; }
+
+    // Node id, or -1. Setting it emits selectedNodeChanged when it changes;
+    // so does a new state without the selected node (-1).
+    int selectedNode() const { return m_selected; }
+    void setSelectedNode(int id);
+
+    // Hit testing and geometry, in widget coordinates, for the current size.
+    int nodeAt(QPointF pos) const; // node id under pos, or -1
+    QRectF nodeRect(int id) const; // empty when the node is not shown
+
+    QSize sizeHint() const override { return {800, 500}; }
+    QSize minimumSizeHint() const override { return {320, 240}; }
+
+Q_SIGNALS:
+    void selectedNodeChanged(int id);
+
+protected:
+    void paintEvent(QPaintEvent *event) override;
+    void mousePressEvent(QMouseEvent *event) override;
+    bool event(QEvent *event) override; // tooltips
+
+private:
+    // Where everything goes; recomputed only when what it depends on
+    // changes (not on every snapshot: figures and rates move no box).
+    struct Layout {
+        QSize size;
+        bool projector = false;
+        Topology topology = Topology::Ring;
+        QVector<std::pair<int, int>> idRanks; // (id, rank) per node, in snapshot order
+
+        QRectF header;            // title line, then the legend line
+        QRectF outOfRunCaption;   // empty when every node is in the run
+        double scale = 0;         // box size over the natural size
+        double fontPx = 12;       // box text
+        QHash<int, QRectF> rects; // by node id
+        QHash<int, int> idOfRank;
+        QHash<int, int> rowOfRank; // chain rows, for routing links between rows
+    };
+
+    const Layout &layout() const;
+    void paintHeader(QPainter &p, const Layout &l, const Palette &pal) const;
+    void paintLinks(QPainter &p, const Layout &l, const Palette &pal) const;
+    void paintNode(QPainter &p, const Layout &l, const Palette &pal, const NodeState &node,
+                   double memoryScale) const;
+
+    ClusterStatePtr m_state;
+    bool m_projector = false;
+    int m_selected = -1;
+    mutable Layout m_layout;
+};
+
+} // namespace smol::widgets

@@ -1,0 +1,322 @@
+#include "memory_view.h"
+
+#include "palette.h"
+
+#include <QFontMetricsF>
+#include <QHelpEvent>
+#include <QPainter>
+#include <QToolTip>
+
+#include <algorithm>
+#include <cmath>
+
+namespace smol::widgets {
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+QFont pixelFont(const QFont &base, double px, bool bold = false)
+{
+    QFont f(base);
+    f.setPixelSize(std::max(1, int(std::lround(px))));
+    f.setBold(bold);
+    return f;
+}
+
+std::int64_t stackedBytes(const MemoryBytes &m)
+{
+    std::int64_t sum = 0;
+    for (MemoryCategory c : kMemoryCategories)
+        sum += categoryBytes(m, c);
+    return sum;
+}
+
+// Decimals that tell ticks `step` apart: 0 for 1, 2, 5..., 1 for 0.5, 0.2...
+int decimalsFor(double step)
+{
+    return std::max(0, int(-std::floor(std::log10(step) + 1e-9)));
+}
+
+} // namespace
+
+MemoryView::MemoryView(QWidget *parent)
+    : QWidget(parent)
+{
+    setAttribute(Qt::WA_OpaquePaintEvent);
+}
+
+void MemoryView::setState(ClusterStatePtr state)
+{
+    m_state = std::move(state);
+    update();
+}
+
+void MemoryView::setProjectorMode(bool on)
+{
+    if (m_projector == on)
+        return;
+    m_projector = on;
+    update();
+}
+
+QVector<double> MemoryView::axisTicks(double maxMiB, int approxTicks)
+{
+    if (!(maxMiB > 0))
+        maxMiB = 1;
+    const double raw = maxMiB / std::max(1, approxTicks);
+    const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+    const double norm = raw / magnitude;
+    const double step = (norm <= 1 ? 1 : norm <= 2 ? 2 : norm <= 5 ? 5 : 10) * magnitude;
+    QVector<double> ticks;
+    for (int i = 0;; ++i) {
+        ticks << i * step;
+        if (i * step >= maxMiB * (1 - 1e-9))
+            break;
+    }
+    return ticks;
+}
+
+QVector<QString> MemoryView::legendLabels(bool withPredicted) const
+{
+    QVector<QString> labels;
+    for (MemoryCategory c : kMemoryCategories)
+        labels << categoryName(c);
+    labels << tr("peak");
+    if (withPredicted)
+        labels << tr("ZeRO formula (params+grads+optimizer)");
+    return labels;
+}
+
+MemoryView::Geometry MemoryView::geometry() const
+{
+    Geometry g;
+    if (!m_state)
+        return g;
+    // Larger on screens larger than 1024x768, up to half as big again.
+    g.font = (m_projector ? 19 : 12) * std::clamp(std::min(width() / 1024.0, height() / 768.0), 1.0, 1.5);
+    const double f = g.font;
+    const double margin = 0.9 * f;
+    const QFontMetricsF fm(pixelFont(font(), f));
+    const double h = fm.height();
+
+    for (int i = 0; i < m_state->nodes.size(); ++i) {
+        g.order << i;
+        g.hasPredicted = g.hasPredicted || m_state->nodes[i].predictedBytes.has_value();
+    }
+    std::sort(g.order.begin(), g.order.end(),
+              [&](int a, int b) { return m_state->nodes[a].id < m_state->nodes[b].id; });
+
+    // Legend items flow left to right and wrap.
+    QPointF at(margin, 0.6 * margin);
+    for (const QString &label : legendLabels(g.hasPredicted)) {
+        const double w = 0.9 * h + 0.35 * h + fm.horizontalAdvance(label);
+        if (at.x() > margin && at.x() + w > width() - margin)
+            at = QPointF(margin, at.y() + 1.2 * h);
+        g.legendItems << QRectF(at, QSizeF(w, h));
+        at.rx() += w + 1.1 * h;
+    }
+    const double legendBottom = g.legendItems.isEmpty() ? 0 : g.legendItems.last().bottom();
+
+    double maxBytes = 0;
+    for (const NodeState &n : m_state->nodes)
+        maxBytes = std::max({maxBytes, double(n.memory.live), double(n.memory.peak),
+                             double(stackedBytes(n.memory)), double(n.predictedBytes.value_or(0))});
+    g.ticks = axisTicks(maxBytes / kMiB * 1.04, 5);
+    double labelWidth = fm.horizontalAdvance(QStringLiteral("MiB"));
+    const int decimals = decimalsFor(g.ticks.size() > 1 ? g.ticks[1] : 1);
+    for (double t : g.ticks)
+        labelWidth = std::max(labelWidth, fm.horizontalAdvance(QString::number(t, 'f', decimals)));
+
+    // Two lines of node labels under the bars; "MiB" and the live figures above.
+    const double top = legendBottom + 0.6 * h + 2.4 * h;
+    g.plot = QRectF(QPointF(margin + labelWidth + 0.6 * f, top),
+                    QPointF(width() - margin, height() - margin - 2.3 * h));
+    g.slot = g.order.isEmpty() ? 0 : g.plot.width() / g.order.size();
+    return g;
+}
+
+void MemoryView::paintLegend(QPainter &p, const Geometry &g, const Palette &pal) const
+{
+    const QFont font = pixelFont(this->font(), g.font);
+    const QFontMetricsF fm(font);
+    const double h = fm.height();
+    const QVector<QString> labels = legendLabels(g.hasPredicted);
+    p.setFont(font);
+    for (int i = 0; i < g.legendItems.size(); ++i) {
+        const QRectF item = g.legendItems[i];
+        const QRectF swatch(item.left(), item.center().y() - 0.4 * h, 0.9 * h, 0.8 * h);
+        if (i < kMemoryCategoryCount) {
+            p.setPen(m_projector ? QPen(pal.text, 1) : Qt::NoPen);
+            p.setBrush(pal.category(kMemoryCategories[std::size_t(i)]));
+            p.drawRect(swatch);
+        } else if (i == kMemoryCategoryCount) { // peak: the tick across a bar
+            p.setPen(QPen(pal.peak, m_projector ? 4 : 2.5, Qt::SolidLine, Qt::FlatCap));
+            p.drawLine(QPointF(swatch.left(), swatch.center().y()),
+                       QPointF(swatch.right(), swatch.center().y()));
+        } else { // the hollow predicted bar
+            p.setPen(QPen(pal.predicted, m_projector ? 2.5 : 1.5, Qt::DashLine));
+            p.setBrush(Qt::NoBrush);
+            p.drawRect(swatch.adjusted(2, 0, -2, 0));
+        }
+        p.setPen(pal.text);
+        p.drawText(QRectF(swatch.right() + 0.35 * h, item.top(), item.right() - swatch.right(), h),
+                   Qt::AlignLeft | Qt::AlignVCenter, labels[i]);
+    }
+}
+
+void MemoryView::paintEvent(QPaintEvent *)
+{
+    QPainter p(this);
+    p.setRenderHint(QPainter::Antialiasing);
+    p.setRenderHint(QPainter::TextAntialiasing);
+    const Palette &pal = Palette::forMode(m_projector);
+    p.fillRect(rect(), pal.background);
+    const Geometry g = geometry();
+    if (!m_state || m_state->nodes.isEmpty()) {
+        p.setPen(pal.mutedText);
+        p.setFont(pixelFont(font(), m_projector ? 19 : 12));
+        p.drawText(rect(), Qt::AlignCenter, tr("No memory figures yet."));
+        return;
+    }
+    paintLegend(p, g, pal);
+
+    const double f = g.font;
+    const QFont font = pixelFont(this->font(), f);
+    const QFont bold = pixelFont(this->font(), f, true);
+    const QFont small = pixelFont(this->font(), 0.85 * f);
+    const QFontMetricsF fm(font), bfm(bold), sfm(small);
+    const double h = fm.height();
+    const QRectF plot = g.plot;
+    const double topMiB = g.ticks.last();
+    const auto yOf = [&](double bytes) { return plot.bottom() - plot.height() * bytes / kMiB / topMiB; };
+
+    // Axis: grid lines at the ticks, labels to the left, "MiB" above.
+    const int decimals = decimalsFor(g.ticks.size() > 1 ? g.ticks[1] : 1);
+    p.setFont(font);
+    for (double t : g.ticks) {
+        const double y = plot.bottom() - plot.height() * t / topMiB;
+        p.setPen(QPen(t == 0 ? pal.text : pal.grid, t == 0 ? (m_projector ? 2 : 1.2) : 1));
+        p.drawLine(QPointF(plot.left(), y), QPointF(plot.right(), y));
+        p.setPen(pal.text);
+        p.drawText(QRectF(0, y - h / 2, plot.left() - 0.5 * f, h), Qt::AlignRight | Qt::AlignVCenter,
+                   QString::number(t, 'f', decimals));
+    }
+    p.setFont(bold);
+    p.drawText(QRectF(0, plot.top() - 1.9 * h, plot.left() - 0.5 * f, h), Qt::AlignRight | Qt::AlignVCenter,
+               tr("MiB"));
+
+    // Bars: the stack (and the hollow prediction beside it) centred in each slot.
+    const double barWidth = std::min(g.slot * (g.hasPredicted ? 0.4 : 0.55), 5.5 * f);
+    const double predictedWidth = 0.8 * barWidth;
+    const double between = g.hasPredicted ? 0.12 * barWidth : 0;
+    const double groupWidth = barWidth + (g.hasPredicted ? between + predictedWidth : 0);
+    for (int slot = 0; slot < g.order.size(); ++slot) {
+        const NodeState &node = m_state->nodes[g.order[slot]];
+        const bool lost = node.state == NodeRunState::Lost;
+        const double left = plot.left() + slot * g.slot + (g.slot - groupWidth) / 2;
+        const QRectF bar(left, plot.top(), barWidth, plot.height());
+
+        double bytes = 0;
+        for (MemoryCategory c : kMemoryCategories) {
+            const double b = double(categoryBytes(node.memory, c));
+            if (b <= 0)
+                continue;
+            const QRectF segment(QPointF(bar.left(), yOf(bytes + b)), QPointF(bar.right(), yOf(bytes)));
+            QColor color = pal.category(c);
+            if (lost) // a lost node's last figures, faded
+                color.setAlphaF(0.45);
+            p.fillRect(segment, color);
+            bytes += b;
+            if (segment.height() > 3) // a hairline keeps neighbouring segments apart
+                p.fillRect(QRectF(segment.left(), segment.top(), segment.width(), 1), pal.background);
+        }
+        if (m_projector && bytes > 0) {
+            p.setPen(QPen(pal.text, 1.5));
+            p.setBrush(Qt::NoBrush);
+            p.drawRect(QRectF(QPointF(bar.left(), yOf(bytes)), QPointF(bar.right(), yOf(0))));
+        }
+        // The live figure sits on the stack, or above the peak tick when the
+        // tick leaves it no room.
+        double labelBottom = yOf(std::max(bytes, double(node.memory.live))) - 0.15 * f;
+        if (node.memory.peak > 0) {
+            const double y = yOf(double(node.memory.peak));
+            const double reach = 0.22 * barWidth;
+            p.setPen(QPen(pal.peak, m_projector ? 4 : 2.5, Qt::SolidLine, Qt::FlatCap));
+            p.drawLine(QPointF(bar.left() - reach, y), QPointF(bar.right() + reach, y));
+            if (labelBottom - sfm.height() < y + 0.3 * f)
+                labelBottom = std::min(labelBottom, y - 0.3 * f);
+        }
+        // The live figure on top, when it fits its slot.
+        const QString live = QString::number(double(node.memory.live) / kMiB, 'f', std::max(1, decimals));
+        if (sfm.horizontalAdvance(live) <= g.slot * 0.95) {
+            p.setFont(small);
+            p.setPen(pal.text);
+            p.drawText(
+                QRectF(bar.center().x() - g.slot / 2, labelBottom - sfm.height(), g.slot, sfm.height()),
+                Qt::AlignHCenter | Qt::AlignBottom, live);
+        }
+
+        if (node.predictedBytes) {
+            const QRectF hollow(QPointF(bar.right() + between, yOf(double(*node.predictedBytes))),
+                                QPointF(bar.right() + between + predictedWidth, yOf(0)));
+            p.setPen(QPen(pal.predicted, m_projector ? 3 : 1.5, Qt::DashLine, Qt::FlatCap));
+            p.setBrush(Qt::NoBrush);
+            p.drawRect(hollow.adjusted(0.5, 0.5, -0.5, 0));
+            // "ZeRO formula" up the inside of the bar, when it fits.
+            const QString text = tr("ZeRO formula");
+            if (sfm.horizontalAdvance(text) + 0.6 * f <= hollow.height() &&
+                1.5 * sfm.height() <= hollow.width()) {
+                p.save();
+                p.translate(hollow.center());
+                p.rotate(-90);
+                p.setFont(small);
+                p.setPen(pal.text);
+                p.drawText(QRectF(-hollow.height() / 2, -hollow.width() / 2, hollow.height(), hollow.width()),
+                           Qt::AlignCenter, text);
+                p.restore();
+            }
+        }
+
+        // Under the slot: the node's name, then its rank and any state worth a word.
+        const QRectF nameRect(plot.left() + slot * g.slot, plot.bottom() + 0.25 * h, g.slot, h);
+        const QString name = node.name.isEmpty() ? tr("node %1").arg(node.id) : node.name;
+        QFont nameFont = bold;
+        if (bfm.horizontalAdvance(name) > g.slot * 0.98) // many nodes: a smaller font before eliding
+            nameFont = pixelFont(
+                this->font(),
+                std::max(std::floor(0.7 * f), std::floor(f * g.slot * 0.95 / bfm.horizontalAdvance(name))),
+                true);
+        p.setFont(nameFont);
+        p.setPen(pal.text);
+        p.drawText(nameRect, Qt::AlignHCenter | Qt::AlignVCenter,
+                   QFontMetricsF(nameFont).elidedText(name, Qt::ElideMiddle, g.slot * 0.98));
+        QString second = node.rank >= 0 ? tr("rank %1").arg(node.rank) : tr("not in run");
+        const bool flagged = node.state == NodeRunState::Lost || node.state == NodeRunState::Slow ||
+                             node.state == NodeRunState::Paused;
+        if (flagged)
+            second += QStringLiteral(" · ") + runStateName(node.state);
+        p.setFont(small);
+        p.setPen(node.state == NodeRunState::Lost ? pal.state(NodeRunState::Lost) : pal.mutedText);
+        p.drawText(nameRect.translated(0, h), Qt::AlignHCenter | Qt::AlignVCenter,
+                   sfm.elidedText(second, Qt::ElideRight, g.slot * 0.98));
+    }
+}
+
+bool MemoryView::event(QEvent *event)
+{
+    if (event->type() == QEvent::ToolTip) {
+        auto *help = static_cast<QHelpEvent *>(event);
+        const Geometry g = geometry();
+        const QPointF pos = help->pos();
+        const int slot = g.slot > 0 ? int(std::floor((pos.x() - g.plot.left()) / g.slot)) : -1;
+        if (m_state && slot >= 0 && slot < g.order.size() && pos.y() >= g.plot.top())
+            QToolTip::showText(help->globalPos(), nodeSummary(m_state->nodes[g.order[slot]]), this);
+        else
+            QToolTip::hideText();
+        return true;
+    }
+    return QWidget::event(event);
+}
+
+} // namespace smol::widgets

@@ -1,0 +1,65 @@
+// Memory per node as bars: one vertical bar per node (in id order) stacked by
+// category (params, grads, optimizer, activations, comm; the colours of every
+// other view), a black tick across it at the node's peak, its live size on
+// top, and, when the engine sent one, a hollow dashed bar beside it at what
+// the ZeRO formula predicts for params+grads+optimizer, so the class can check
+// the formula against the stacked bottom three segments. The y axis is MiB
+// with 1-2-5 ticks; a legend names every colour and mark. The view draws the
+// snapshot it is given and nothing else; it repaints on setState().
+#pragma once
+
+#include "widgets/cluster_state.h"
+
+#include <QRectF>
+#include <QSize>
+#include <QVector>
+#include <QWidget>
+
+namespace smol::widgets {
+
+struct Palette;
+
+class MemoryView : public QWidget {
+    Q_OBJECT
+
+public:
+    explicit MemoryView(QWidget *parent = nullptr);
+
+    void setState(ClusterStatePtr state);
+    ClusterStatePtr state() const { return m_state; }
+
+    // Large fonts, thick lines and the high-contrast palette.
+    void setProjectorMode(bool on);
+    bool projectorMode() const { return m_projector; }
+
+    // Axis ticks in MiB: 0, step, 2 step, ... up to the first tick at or
+    // above maxMiB, with step 1, 2 or 5 times a power of ten, about
+    // `approxTicks` of them. Public for tests.
+    static QVector<double> axisTicks(double maxMiB, int approxTicks = 5);
+
+    QSize sizeHint() const override { return {640, 420}; }
+    QSize minimumSizeHint() const override { return {260, 200}; }
+
+protected:
+    void paintEvent(QPaintEvent *event) override;
+    bool event(QEvent *event) override; // tooltips
+
+private:
+    struct Geometry {
+        double font = 12;
+        QVector<QRectF> legendItems; // swatch + label, one per legend entry
+        QRectF plot;                 // the bars' area; y = 0 at plot.bottom()
+        QVector<int> order;          // indices into state->nodes, by id
+        double slot = 0;             // width per node
+        QVector<double> ticks;       // MiB
+        bool hasPredicted = false;
+    };
+    Geometry geometry() const;
+    QVector<QString> legendLabels(bool withPredicted) const;
+    void paintLegend(QPainter &p, const Geometry &g, const Palette &pal) const;
+
+    ClusterStatePtr m_state;
+    bool m_projector = false;
+};
+
+} // namespace smol::widgets

@@ -1,0 +1,255 @@
+#include "tensor_inspector.h"
+
+#include <QDoubleSpinBox>
+#include <QFile>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPainter>
+#include <QPushButton>
+#include <QTableView>
+#include <QTextStream>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
+
+namespace smol::widgets {
+
+// ---- model ------------------------------------------------------------------
+
+InspectorModel::InspectorModel(QObject *parent) : QAbstractTableModel(parent) {}
+
+void InspectorModel::setPause(const PauseView &pause)
+{
+    beginResetModel();
+    m_rows = pause.inputs;
+    m_rows += pause.results;
+    endResetModel();
+}
+
+const PausedTensor *InspectorModel::tensorAt(int row) const
+{
+    return row >= 0 && row < m_rows.size() ? &m_rows[row] : nullptr;
+}
+
+int InspectorModel::rowCount(const QModelIndex &parent) const { return parent.isValid() ? 0 : int(m_rows.size()); }
+int InspectorModel::columnCount(const QModelIndex &parent) const { return parent.isValid() ? 0 : NUM_COLUMNS; }
+
+QVariant InspectorModel::data(const QModelIndex &index, int role) const
+{
+    if (!index.isValid() || index.row() >= m_rows.size() || (role != Qt::DisplayRole && role != SortRole))
+        return {};
+    const PausedTensor &t = m_rows[index.row()];
+    const bool raw = role == SortRole;
+    auto num = [&](double v) -> QVariant { return raw ? QVariant(v) : QVariant(QString::number(v, 'g', 5)); };
+    switch (index.column()) {
+    case Rank:
+        return t.rank;
+    case Side:
+        return t.before ? QStringLiteral("input") : QStringLiteral("result");
+    case Name:
+        return QStringLiteral("%1 '%2' step %3").arg(t.collective, t.name).arg(t.step);
+    case Count:
+        return raw ? QVariant(t.count) : QVariant(QString::number(t.count));
+    case Min:
+        return num(t.min);
+    case Max:
+        return num(t.max);
+    case Mean:
+        return num(t.mean);
+    case Std:
+        return num(t.std);
+    case L2:
+        return num(t.l2);
+    case NaN:
+        return raw ? QVariant(t.nanCount) : QVariant(QString::number(t.nanCount));
+    }
+    return {};
+}
+
+QVariant InspectorModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+        return {};
+    static const char *names[NUM_COLUMNS] = {"rank", "", "collective", "elements", "min", "max", "mean", "std", "L2", "NaN"};
+    return section >= 0 && section < NUM_COLUMNS ? QString::fromLatin1(names[section]) : QString();
+}
+
+// ---- plot -------------------------------------------------------------------
+
+TensorPlot::TensorPlot(QWidget *parent) : QWidget(parent) { setMinimumSize(240, 160); }
+
+void TensorPlot::setTensor(const PausedTensor *tensor)
+{
+    m_has = tensor != nullptr;
+    if (tensor)
+        m_tensor = *tensor;
+    update();
+}
+
+void TensorPlot::setProjectorMode(bool on)
+{
+    m_projector = on;
+    update();
+}
+
+void TensorPlot::paintEvent(QPaintEvent *)
+{
+    QPainter p(this);
+    p.setRenderHint(QPainter::Antialiasing);
+    p.fillRect(rect(), m_projector ? Qt::black : palette().base().color());
+    const QColor ink = m_projector ? Qt::white : palette().text().color();
+    QFont f = font();
+    f.setPointSizeF(f.pointSizeF() * (m_projector ? 1.4 : 1.0));
+    p.setFont(f);
+    p.setPen(ink);
+    if (!m_has) {
+        p.drawText(rect(), Qt::AlignCenter, tr("Pause the cluster to inspect the tensors it exchanges"));
+        return;
+    }
+    const bool heat = m_tensor.shape.size() == 2 && !m_tensor.values.isEmpty() &&
+                      m_tensor.shape[0] * m_tensor.shape[1] == m_tensor.values.size();
+    QRectF area = rect().adjusted(40, 24, -12, -28);
+    QRectF histArea = area;
+    if (heat) {
+        histArea.setWidth(area.width() / 2 - 8);
+        const QRectF heatArea(area.left() + area.width() / 2 + 8, area.top(), area.width() / 2 - 8, area.height());
+        const int rows = int(m_tensor.shape[0]), cols = int(m_tensor.shape[1]);
+        const double lim = std::max(std::abs(m_tensor.min), std::abs(m_tensor.max));
+        const int gr = std::min(rows, int(heatArea.height())), gc = std::min(cols, int(heatArea.width()));
+        QImage img(gc, gr, QImage::Format_RGB32);
+        for (int y = 0; y < gr; ++y)
+            for (int x = 0; x < gc; ++x) {
+                const int r = int(qint64(y) * rows / gr), c = int(qint64(x) * cols / gc);
+                const double v = m_tensor.values[r * cols + c];
+                const double u = std::isfinite(v) && lim > 0 ? std::clamp(v / lim, -1.0, 1.0) : 0;
+                img.setPixel(x, y, std::isfinite(v) ? (u >= 0 ? qRgb(255, int(255 * (1 - u)), int(255 * (1 - u)))
+                                                            : qRgb(int(255 * (1 + u)), int(255 * (1 + u)), 255))
+                                                     : qRgb(0, 0, 0));
+            }
+        p.drawImage(heatArea, img);
+        p.drawText(QRectF(heatArea.left(), heatArea.bottom() + 4, heatArea.width(), 20), Qt::AlignCenter,
+                   tr("%1 x %2 (blue < 0 < red)").arg(rows).arg(cols));
+    }
+    // Histogram of the finite elements.
+    const QVector<qint64> &h = m_tensor.histogram;
+    const qint64 peak = h.isEmpty() ? 0 : *std::max_element(h.begin(), h.end());
+    p.drawLine(histArea.bottomLeft(), histArea.bottomRight());
+    if (peak > 0) {
+        const double w = histArea.width() / h.size();
+        const QColor bar = m_projector ? QColor(255, 200, 0) : QColor(60, 120, 200);
+        for (int i = 0; i < h.size(); ++i) {
+            const double height = histArea.height() * double(h[i]) / double(peak);
+            p.fillRect(QRectF(histArea.left() + i * w, histArea.bottom() - height, std::max(1.0, w - 1), height), bar);
+        }
+    }
+    p.setPen(ink);
+    p.drawText(QRectF(histArea.left() - 36, histArea.bottom() + 4, 120, 20), Qt::AlignLeft,
+               QString::number(m_tensor.histogramMin, 'g', 3));
+    p.drawText(QRectF(histArea.right() - 84, histArea.bottom() + 4, 120, 20), Qt::AlignLeft,
+               QString::number(m_tensor.histogramMax, 'g', 3));
+    p.drawText(QRectF(0, 2, width(), 20), Qt::AlignCenter,
+               tr("rank %1 %2: %3 elements, mean %4, NaN %5")
+                   .arg(m_tensor.rank)
+                   .arg(m_tensor.before ? tr("input") : tr("result"))
+                   .arg(m_tensor.count)
+                   .arg(m_tensor.mean, 0, 'g', 4)
+                   .arg(m_tensor.nanCount));
+}
+
+// ---- inspector ----------------------------------------------------------------
+
+TensorInspector::TensorInspector(QWidget *parent)
+    : QWidget(parent), m_model(new InspectorModel(this)), m_table(new QTableView(this)), m_plot(new TensorPlot(this)),
+      m_title(new QLabel(tr("Not paused"), this)), m_factor(new QDoubleSpinBox(this)),
+      m_scale(new QPushButton(tr("Scale"), this)), m_zero(new QPushButton(tr("Zero"), this)),
+      m_nan(new QPushButton(tr("Inject NaN"), this))
+{
+    m_table->setModel(m_model);
+    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_table->setSelectionMode(QAbstractItemView::SingleSelection);
+    m_table->horizontalHeader()->setStretchLastSection(true);
+    m_table->verticalHeader()->hide();
+    m_factor->setRange(-1000, 1000);
+    m_factor->setValue(10);
+    m_factor->setPrefix(QStringLiteral("x "));
+    auto *edits = new QHBoxLayout;
+    edits->addWidget(new QLabel(tr("Edit the selected node's input before resuming:"), this));
+    edits->addWidget(m_factor);
+    edits->addWidget(m_scale);
+    edits->addWidget(m_zero);
+    edits->addWidget(m_nan);
+    edits->addStretch();
+    auto *layout = new QVBoxLayout(this);
+    layout->addWidget(m_title);
+    layout->addWidget(m_table, 2);
+    layout->addWidget(m_plot, 3);
+    layout->addLayout(edits);
+    connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+            [this](const QModelIndex &current) { selectRow(current.row()); });
+    auto request = [this](const QString &op) {
+        if (const PausedTensor *t = selected(); t && t->before)
+            Q_EMIT editRequested(t->rank, op, m_factor->value());
+    };
+    connect(m_scale, &QPushButton::clicked, this, [request] { request(QStringLiteral("scale")); });
+    connect(m_zero, &QPushButton::clicked, this, [request] { request(QStringLiteral("zero")); });
+    connect(m_nan, &QPushButton::clicked, this, [request] { request(QStringLiteral("nan")); });
+    clear();
+}
+
+void TensorInspector::setPause(const PauseView &pause)
+{
+    m_model->setPause(pause);
+    const PausedTensor *first = m_model->tensorAt(0);
+    m_title->setText(first ? tr("Paused (%1) at %2 '%3', step %4: %5 node(s)%6")
+                                 .arg(pause.reason, first->collective, first->name)
+                                 .arg(first->step)
+                                 .arg(pause.inputs.size())
+                                 .arg(pause.complete ? QString() : tr(", not every node reached it"))
+                           : tr("Paused"));
+    selectRow(0);
+    m_table->selectRow(0);
+}
+
+void TensorInspector::clear()
+{
+    m_model->setPause({});
+    m_title->setText(tr("Running: press Space (pause) or set a breakpoint to stop the cluster at a collective"));
+    selectRow(-1);
+}
+
+void TensorInspector::setProjectorMode(bool on) { m_plot->setProjectorMode(on); }
+
+void TensorInspector::selectRow(int row)
+{
+    m_row = row;
+    const PausedTensor *t = selected();
+    m_plot->setTensor(t);
+    const bool editable = t && t->before;
+    m_scale->setEnabled(editable);
+    m_zero->setEnabled(editable);
+    m_nan->setEnabled(editable);
+}
+
+const PausedTensor *TensorInspector::selected() const { return m_model->tensorAt(m_row); }
+
+bool TensorInspector::exportCsv(const QString &path) const
+{
+    const PausedTensor *t = selected();
+    QFile f(path);
+    if (!t || !f.open(QIODevice::WriteOnly | QIODevice::Truncate))
+        return false;
+    QTextStream out(&f);
+    const bool full = !t->values.isEmpty();
+    out << "rank,side,collective,name,step," << (full ? "index,value" : "bucket,mean") << "\n";
+    const QVector<double> &v = full ? t->values : t->downsampled;
+    for (int i = 0; i < v.size(); ++i)
+        out << t->rank << "," << (t->before ? "input" : "result") << "," << t->collective << "," << t->name << ","
+            << t->step << "," << i << "," << QString::number(v[i], 'g', 9) << "\n";
+    return out.status() == QTextStream::Ok;
+}
+
+bool TensorInspector::exportPng(const QString &path) { return grab().save(path); }
+
+} // namespace smol::widgets

@@ -1,0 +1,111 @@
+// The tensor inspector: when the cluster pauses at a collective, every
+// node's tensor entering it (and, after a single step, the result) side by
+// side: a per-rank table (InspectorModel: count, min, max, mean, std, L2,
+// NaN), the selected rank's histogram, a heatmap when the tensor is 2-D and
+// small enough to have its values, and buttons to edit one node's tensor
+// before resuming (scale, zero, NaN) or to export it (CSV, PNG). It shows
+// the snapshots the engine took; it computes nothing itself.
+#pragma once
+
+#include <QAbstractTableModel>
+#include <QString>
+#include <QVector>
+#include <QWidget>
+
+class QLabel;
+class QTableView;
+class QPushButton;
+class QDoubleSpinBox;
+
+namespace smol::widgets {
+
+// One node's tensor at a pause (the engine's TensorSnapshot, plain).
+struct PausedTensor {
+    int rank = -1;
+    QString name;
+    QString collective;
+    qint64 step = -1;
+    qint64 count = 0;
+    bool before = true;
+    double min = 0, max = 0, mean = 0, std = 0, l2 = 0;
+    qint64 nanCount = 0;
+    QVector<double> values;      // every element, when the engine kept them
+    QVector<double> downsampled; // always
+    QVector<qint64> histogram;
+    double histogramMin = 0, histogramMax = 0;
+    QVector<qint64> shape;
+};
+
+struct PauseView {
+    quint64 id = 0;
+    QString reason;
+    bool complete = false;
+    QVector<PausedTensor> inputs;
+    QVector<PausedTensor> results; // after a step: the collective's outputs
+};
+
+class InspectorModel : public QAbstractTableModel {
+    Q_OBJECT
+public:
+    enum Columns { Rank, Side, Name, Count, Min, Max, Mean, Std, L2, NaN, NUM_COLUMNS };
+    static constexpr int SortRole = Qt::UserRole;
+    explicit InspectorModel(QObject *parent = nullptr);
+    void setPause(const PauseView &pause); // inputs, then results
+    const PausedTensor *tensorAt(int row) const;
+    int rowCount(const QModelIndex &parent = {}) const override;
+    int columnCount(const QModelIndex &parent = {}) const override;
+    QVariant data(const QModelIndex &index, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+
+private:
+    QVector<PausedTensor> m_rows;
+};
+
+// The histogram (always) and, for a 2-D tensor with values, a heatmap.
+class TensorPlot : public QWidget {
+    Q_OBJECT
+public:
+    explicit TensorPlot(QWidget *parent = nullptr);
+    void setTensor(const PausedTensor *tensor); // not owned; copied
+    void setProjectorMode(bool on);
+    QSize sizeHint() const override { return {420, 260}; }
+
+protected:
+    void paintEvent(QPaintEvent *) override;
+
+private:
+    PausedTensor m_tensor;
+    bool m_has = false;
+    bool m_projector = false;
+};
+
+class TensorInspector : public QWidget {
+    Q_OBJECT
+public:
+    explicit TensorInspector(QWidget *parent = nullptr);
+    void setPause(const PauseView &pause);
+    void clear();
+    void setProjectorMode(bool on);
+    InspectorModel *model() const { return m_model; }
+    // Writes the selected tensor's values (or its downsampled view) as CSV.
+    bool exportCsv(const QString &path) const;
+    bool exportPng(const QString &path);
+
+Q_SIGNALS:
+    // op: "scale", "zero" or "nan".
+    void editRequested(int rank, const QString &op, double factor);
+
+private:
+    void selectRow(int row);
+    const PausedTensor *selected() const;
+
+    InspectorModel *m_model;
+    QTableView *m_table;
+    TensorPlot *m_plot;
+    QLabel *m_title;
+    QDoubleSpinBox *m_factor;
+    QPushButton *m_scale, *m_zero, *m_nan;
+    int m_row = -1;
+};
+
+} // namespace smol::widgets
