@@ -194,6 +194,7 @@ struct EngineController::Private {
     std::thread runThread;
     std::atomic<bool> running{false};
     std::map<int, double> slowdown; // node id -> factor
+    std::map<int, std::pair<double, double>> linkLimit; // node id -> (Mbit/s, ms)
 
     std::mutex mutex; // guards the fields below (written by the run thread)
     RunSettings settings;
@@ -484,6 +485,21 @@ void EngineController::start(const RunSettings &s)
         b.slowdown = (it == d->slowdown.end() ? 1.0 : it->second) * std::max(1.0, s.slowMotion);
         c.behaviour.push_back(b);
     }
+    for (int r = 0; r < s.nodes; ++r) {
+        const auto it = d->linkLimit.find(idle[std::size_t(r)]);
+        if (it == d->linkLimit.end() || (it->second.first <= 0 && it->second.second <= 0))
+            continue;
+        for (int q = 0; q < s.nodes; ++q) {
+            if (q == r)
+                continue;
+            engine::TrainConfig::Link link;
+            link.a = r;
+            link.b = q;
+            link.limit.bitsPerSecond = it->second.first * 1e6;
+            link.limit.latency = std::chrono::nanoseconds(std::int64_t(it->second.second * 1e6));
+            c.links.push_back(link);
+        }
+    }
     try {
         engine::validateConfig(c);
     } catch (const std::exception &e) {
@@ -634,6 +650,11 @@ void EngineController::setNodeSlowdown(int id, double factor)
     d->stateDirty = true;
 }
 
+void EngineController::setNodeLink(int id, double mbitPerSecond, double latencyMs)
+{
+    d->linkLimit[id] = {std::max(0.0, mbitPerSecond), std::max(0.0, latencyMs)};
+}
+
 void EngineController::addBreakpoint(const QString &spec)
 {
     try {
@@ -725,8 +746,23 @@ void EngineController::publish()
             ns.lastLog = QString::fromStdString(n.lostReason);
         state->nodes.append(ns);
     }
-    for (const auto &[link, bytes] : traffic.linkBytesPerSecond)
-        state->links.append(widgets::LinkState{link.first, link.second, bytes, 0, 0});
+    std::map<int, int> idOfRank;
+    for (const widgets::NodeState &n : state->nodes)
+        if (n.rank >= 0)
+            idOfRank[n.rank] = n.id;
+    for (const auto &[link, bytes] : traffic.linkBytesPerSecond) {
+        widgets::LinkState ls{link.first, link.second, bytes, 0, 0};
+        // The emulated limit the sender's (or receiver's) node was given.
+        for (int end : {link.first, link.second}) {
+            const auto id = idOfRank.find(end);
+            const auto lim = id == idOfRank.end() ? d->linkLimit.end() : d->linkLimit.find(id->second);
+            if (lim != d->linkLimit.end() && (lim->second.first > 0 || lim->second.second > 0)) {
+                ls.limitBitsPerSecond = lim->second.first * 1e6;
+                ls.latencyMs = lim->second.second;
+            }
+        }
+        state->links.append(ls);
+    }
     Q_EMIT stateChanged(state);
 }
 

@@ -72,6 +72,9 @@ public Q_SLOTS:
     void addLocalNode();
     // Emulated compute slowdown of a node (by id) for the next run.
     void setNodeSlowdown(int id, double factor);
+    // Emulated links of a node (by id) to every other node, both directions,
+    // for the next run: bandwidth in Mbit/s (0 = unlimited), one-way latency.
+    void setNodeLink(int id, double mbitPerSecond, double latencyMs);
     void addBreakpoint(const QString &spec); // throws nothing: bad specs -> errorOccurred
     void clearBreakpoints();
     // Edit a held node's tensor before resuming: "scale", "zero" or "nan".

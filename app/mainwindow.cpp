@@ -139,6 +139,13 @@ void MainWindow::buildTabs()
     m_nodeSlowdown = new QDoubleSpinBox(details);
     m_nodeSlowdown->setRange(1, 100);
     m_nodeSlowdown->setSuffix(tr(" x slower"));
+    m_nodeMbit = new QDoubleSpinBox(details);
+    m_nodeMbit->setRange(0, 100000);
+    m_nodeMbit->setSpecialValueText(tr("unlimited"));
+    m_nodeMbit->setSuffix(tr(" Mbit/s"));
+    m_nodeLatency = new QDoubleSpinBox(details);
+    m_nodeLatency->setRange(0, 1000);
+    m_nodeLatency->setSuffix(tr(" ms"));
     auto *kill = new QPushButton(tr("Kill node"), details);
     auto *addNode = new QPushButton(tr("Add local node"), details);
     auto *row = new QHBoxLayout;
@@ -147,9 +154,23 @@ void MainWindow::buildTabs()
     row->addWidget(kill);
     row->addStretch();
     row->addWidget(addNode);
+    auto *links = new QHBoxLayout;
+    links->addWidget(new QLabel(tr("Its links (next run):"), details));
+    links->addWidget(m_nodeMbit);
+    links->addWidget(m_nodeLatency);
+    links->addStretch();
     auto *dl = new QVBoxLayout(details);
     dl->addWidget(m_details, 1);
+    dl->addLayout(links);
     dl->addLayout(row);
+    auto applyLinks = [this] {
+        if (m_selected < 0)
+            return;
+        m_links[m_selected] = {m_nodeMbit->value(), m_nodeLatency->value()};
+        m_engine->setNodeLink(m_selected, m_nodeMbit->value(), m_nodeLatency->value());
+    };
+    connect(m_nodeMbit, &QDoubleSpinBox::valueChanged, this, applyLinks);
+    connect(m_nodeLatency, &QDoubleSpinBox::valueChanged, this, applyLinks);
     connect(m_nodeSlowdown, &QDoubleSpinBox::valueChanged, this, [this](double f) {
         if (m_selected >= 0)
             m_engine->setNodeSlowdown(m_selected, f);
@@ -412,6 +433,13 @@ void MainWindow::showSelectedNode()
         m_nodeSlowdown->blockSignals(true);
         m_nodeSlowdown->setValue(n.slowdown);
         m_nodeSlowdown->blockSignals(false);
+        const auto link = m_links.find(n.id);
+        m_nodeMbit->blockSignals(true);
+        m_nodeLatency->blockSignals(true);
+        m_nodeMbit->setValue(link == m_links.end() ? 0 : link->second.first);
+        m_nodeLatency->setValue(link == m_links.end() ? 0 : link->second.second);
+        m_nodeMbit->blockSignals(false);
+        m_nodeLatency->blockSignals(false);
         return;
     }
 }

@@ -10,6 +10,8 @@
 
 #include <QMainWindow>
 
+#include <map>
+
 class QAction;
 class QComboBox;
 class QDoubleSpinBox;
@@ -75,6 +77,9 @@ private:
     QPlainTextEdit *m_log = nullptr;
     QLabel *m_details = nullptr;
     QDoubleSpinBox *m_nodeSlowdown = nullptr;
+    QDoubleSpinBox *m_nodeMbit = nullptr;
+    QDoubleSpinBox *m_nodeLatency = nullptr;
+    std::map<int, std::pair<double, double>> m_links; // node id -> what the user set (Mbit/s, ms)
 
     QComboBox *m_strategy = nullptr;
     QComboBox *m_model = nullptr;

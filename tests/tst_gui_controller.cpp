@@ -18,6 +18,7 @@ private Q_SLOTS:
     void runPauseInspectResume();
     void snapshotsAreCoalesced();
     void placementIsCheckedByTheEngine();
+    void linkLimitsReachTheRun();
 };
 
 namespace {
@@ -121,6 +122,30 @@ void TestGuiController::placementIsCheckedByTheEngine()
     QCOMPARE(layers.size(), 3);
     QVERIFY(engine.checkPlacement(QStringLiteral("mlp"), QStringLiteral("0:0,1-2:1"), 2).isEmpty());
     QVERIFY(!engine.checkPlacement(QStringLiteral("mlp"), QStringLiteral("0:0,1:1,2:0"), 2).isEmpty());
+}
+
+void TestGuiController::linkLimitsReachTheRun()
+{
+    EngineController engine(2);
+    QVERIFY(waitForNodes(engine, 2));
+    QSignalSpy states(&engine, &EngineController::stateChanged);
+    QSignalSpy finished(&engine, &EngineController::runFinished);
+    QSignalSpy logs(&engine, &EngineController::logLine);
+    engine.setNodeLink(1, 50, 2); // node 1: 50 Mbit/s, 2 ms
+    RunSettings s;
+    s.nodes = 2;
+    s.steps = 20; // ~19 MB each way: ~3 s at 50 Mbit/s, a fraction of a second unshaped
+    engine.start(s);
+    QVERIFY(finished.wait(60000));
+    QTRY_VERIFY_WITH_TIMEOUT(!states.isEmpty(), 2000);
+    const auto state = states.last().at(0).value<widgets::ClusterStatePtr>();
+    QVERIFY(!state->links.isEmpty()); // traffic of the last second
+    for (const widgets::LinkState &l : state->links) {
+        QCOMPARE(l.limitBitsPerSecond, 50e6);
+        QCOMPARE(l.latencyMs, 2.0);
+        // And the engine applied it: the last second carried no more than the link allows.
+        QVERIFY2(l.bytesPerSecond <= 50e6 / 8 * 1.25, qPrintable(QString::number(l.bytesPerSecond)));
+    }
 }
 
 QTEST_MAIN(TestGuiController)
