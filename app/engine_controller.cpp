@@ -643,6 +643,14 @@ void EngineController::killNode(int id)
 
 void EngineController::addLocalNode() { d->addAgent(d->options.token, d->coordinator->port()); }
 
+void EngineController::removeNode(int id)
+{
+    if (!d->coordinator->shutdownNode(id))
+        Q_EMIT errorOccurred(tr("node %1 can only be removed while it is idle (kill it during a run)").arg(id));
+    std::lock_guard lock(d->mutex);
+    d->stateDirty = true;
+}
+
 void EngineController::setNodeSlowdown(int id, double factor)
 {
     d->slowdown[id] = std::max(1.0, factor);

@@ -70,6 +70,8 @@ public Q_SLOTS:
     void stop();
     void killNode(int id);
     void addLocalNode();
+    // Remove an idle node from the cluster (it exits cleanly).
+    void removeNode(int id);
     // Emulated compute slowdown of a node (by id) for the next run.
     void setNodeSlowdown(int id, double factor);
     // Emulated links of a node (by id) to every other node, both directions,

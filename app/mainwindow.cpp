@@ -148,11 +148,13 @@ void MainWindow::buildTabs()
     m_nodeLatency->setSuffix(tr(" ms"));
     auto *kill = new QPushButton(tr("Kill node"), details);
     auto *addNode = new QPushButton(tr("Add local node"), details);
+    auto *removeNode = new QPushButton(tr("Remove node"), details);
     auto *row = new QHBoxLayout;
     row->addWidget(new QLabel(tr("Emulated slowdown (next run):"), details));
     row->addWidget(m_nodeSlowdown);
     row->addWidget(kill);
     row->addStretch();
+    row->addWidget(removeNode);
     row->addWidget(addNode);
     auto *links = new QHBoxLayout;
     links->addWidget(new QLabel(tr("Its links (next run):"), details));
@@ -180,6 +182,10 @@ void MainWindow::buildTabs()
             m_engine->killNode(m_selected);
     });
     connect(addNode, &QPushButton::clicked, m_engine, &EngineController::addLocalNode);
+    connect(removeNode, &QPushButton::clicked, this, [this] {
+        if (m_selected >= 0)
+            m_engine->removeNode(m_selected);
+    });
     m_tabs->addTab(details, tr("Node"));
 
     // Memory: bars beside the ZeRO formulas, and the exact figures.

@@ -19,6 +19,7 @@ private Q_SLOTS:
     void snapshotsAreCoalesced();
     void placementIsCheckedByTheEngine();
     void linkLimitsReachTheRun();
+    void addAndRemoveNodes();
 };
 
 namespace {
@@ -146,6 +147,27 @@ void TestGuiController::linkLimitsReachTheRun()
         // And the engine applied it: the last second carried no more than the link allows.
         QVERIFY2(l.bytesPerSecond <= 50e6 / 8 * 1.25, qPrintable(QString::number(l.bytesPerSecond)));
     }
+}
+
+void TestGuiController::addAndRemoveNodes()
+{
+    EngineController engine(2);
+    QVERIFY(waitForNodes(engine, 2));
+    engine.addLocalNode();
+    QVERIFY(waitForNodes(engine, 3));
+    QSignalSpy errors(&engine, &EngineController::errorOccurred);
+    engine.removeNode(1);
+    QTRY_COMPARE_WITH_TIMEOUT(engine.readyNodes(), 2, 5000);
+    QCOMPARE(errors.count(), 0);
+    engine.removeNode(1); // already gone
+    QCOMPARE(errors.count(), 1);
+    // The remaining two still train together.
+    QSignalSpy finished(&engine, &EngineController::runFinished);
+    RunSettings s;
+    s.nodes = 2;
+    s.steps = 5;
+    engine.start(s);
+    QVERIFY(finished.wait(60000));
 }
 
 QTEST_MAIN(TestGuiController)

@@ -698,6 +698,21 @@ void Coordinator::kill(int nodeId)
     d->send(nodeId, QJsonObject{{"type", "kill"}});
 }
 
+bool Coordinator::shutdownNode(int nodeId)
+{
+    {
+        std::lock_guard lock(d->mutex);
+        if (nodeId < 0 || nodeId >= int(d->conns.size()) ||
+            d->conns[std::size_t(nodeId)]->info.state != ClusterNode::State::Idle)
+            return false;
+        d->conns[std::size_t(nodeId)]->info.state = ClusterNode::State::Lost; // gone, by request
+        d->conns[std::size_t(nodeId)]->info.lostReason = "removed";
+    }
+    d->log("removing node " + std::to_string(nodeId));
+    d->send(nodeId, QJsonObject{{"type", "shutdown"}});
+    return true;
+}
+
 void Coordinator::stop()
 {
     {

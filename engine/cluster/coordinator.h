@@ -106,6 +106,9 @@ public:
     void kill(int nodeId);
     // Tell every node to exit cleanly.
     void shutdownNodes();
+    // Tell one idle node to exit cleanly (it leaves the cluster, not lost).
+    // False when it is in a run or already gone.
+    bool shutdownNode(int nodeId);
     // End the current run (from any thread): every node aborts its epoch and
     // run() throws std::runtime_error("stopped by the user").
     void stop();
