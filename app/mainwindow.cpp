@@ -32,6 +32,9 @@
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
+#include <QScrollArea>
+#include <QScreen>
+#include <QTimer>
 #include <QToolBar>
 #include <QVBoxLayout>
 
@@ -69,12 +72,12 @@ MainWindow::MainWindow(EngineController *engine, QWidget *parent) : QMainWindow(
     m_cluster = new widgets::ClusterView(this);
     m_charts = new widgets::ChartsPanel(this);
     buildTabs();
-    auto *split = new QSplitter(Qt::Horizontal, this);
-    split->addWidget(m_cluster);
-    split->addWidget(m_tabs);
-    split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 2);
-    setCentralWidget(split);
+    m_split = new QSplitter(Qt::Horizontal, this);
+    m_split->addWidget(m_cluster);
+    m_split->addWidget(m_tabs);
+    m_split->setStretchFactor(0, 3);
+    m_split->setStretchFactor(1, 2);
+    setCentralWidget(m_split);
     auto *chartsDock = new QDockWidget(tr("Charts"), this);
     chartsDock->setObjectName(QStringLiteral("charts"));
     chartsDock->setWidget(m_charts);
@@ -111,7 +114,7 @@ MainWindow::MainWindow(EngineController *engine, QWidget *parent) : QMainWindow(
     });
     connect(m_engine, &EngineController::pausedAt, this, [this](const PauseView &pause) {
         m_inspector->setPause(pause);
-        m_tabs->setCurrentWidget(m_inspector->parentWidget() ? m_inspector : m_inspector);
+        m_tabs->setCurrentIndex(m_inspectorTab);
         statusBar()->showMessage(tr("Paused (%1). Space resumes, N steps one collective.").arg(pause.reason));
         updateRunActions();
     });
@@ -123,8 +126,23 @@ MainWindow::MainWindow(EngineController *engine, QWidget *parent) : QMainWindow(
             m_tabs->setCurrentIndex(0);
     });
     updateRunActions();
-    resize(1280, 880);
-    resizeDocks({chartsDock}, {340}, Qt::Vertical);
+    // As large as 1280x880, never larger than the screen (a projector may be 1024x768).
+    QSize size(1280, 880);
+    if (const QScreen *screen = QGuiApplication::primaryScreen())
+        size = size.boundedTo(screen->availableGeometry().size());
+    resize(size);
+    resizeDocks({chartsDock}, {size.height() / 3}, Qt::Vertical);
+}
+
+int MainWindow::addPage(QWidget *page, const QString &title)
+{
+    // Pages scroll rather than force a minimum width on the splitter: with
+    // projector fonts the cluster view must still get most of a 1024 px screen.
+    auto *scroll = new QScrollArea(m_tabs);
+    scroll->setWidget(page);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    return m_tabs->addTab(scroll, title);
 }
 
 void MainWindow::buildTabs()
@@ -139,6 +157,7 @@ void MainWindow::buildTabs()
     m_nodeSlowdown = new QDoubleSpinBox(details);
     m_nodeSlowdown->setRange(1, 100);
     m_nodeSlowdown->setSuffix(tr(" x slower"));
+    m_nodeSlowdown->setToolTip(tr("Emulated compute slowdown of this node in the next run"));
     m_nodeMbit = new QDoubleSpinBox(details);
     m_nodeMbit->setRange(0, 100000);
     m_nodeMbit->setSpecialValueText(tr("unlimited"));
@@ -150,14 +169,14 @@ void MainWindow::buildTabs()
     auto *addNode = new QPushButton(tr("Add local node"), details);
     auto *removeNode = new QPushButton(tr("Remove node"), details);
     auto *row = new QHBoxLayout;
-    row->addWidget(new QLabel(tr("Emulated slowdown (next run):"), details));
-    row->addWidget(m_nodeSlowdown);
     row->addWidget(kill);
-    row->addStretch();
     row->addWidget(removeNode);
+    row->addStretch();
     row->addWidget(addNode);
     auto *links = new QHBoxLayout;
-    links->addWidget(new QLabel(tr("Its links (next run):"), details));
+    links->addWidget(new QLabel(tr("Next run:"), details));
+    links->addWidget(m_nodeSlowdown);
+    links->addWidget(new QLabel(tr("links"), details));
     links->addWidget(m_nodeMbit);
     links->addWidget(m_nodeLatency);
     links->addStretch();
@@ -186,7 +205,7 @@ void MainWindow::buildTabs()
         if (m_selected >= 0)
             m_engine->removeNode(m_selected);
     });
-    m_tabs->addTab(details, tr("Node"));
+    addPage(details, tr("Node"));
 
     // Memory: bars beside the ZeRO formulas, and the exact figures.
     auto *memory = new QWidget(this);
@@ -199,10 +218,10 @@ void MainWindow::buildTabs()
     auto *ml = new QVBoxLayout(memory);
     ml->addWidget(m_memoryView, 3);
     ml->addWidget(memoryTable, 2);
-    m_tabs->addTab(memory, tr("Memory"));
+    addPage(memory, tr("Memory"));
 
     m_shardView = new widgets::ShardMapView(this);
-    m_tabs->addTab(m_shardView, tr("Shards"));
+    addPage(m_shardView, tr("Shards"));
 
     m_placement = new widgets::PlacementEditor(this);
     m_placement->setValidator(
@@ -211,15 +230,15 @@ void MainWindow::buildTabs()
             [this](const QString &spec) { m_placementSpec = spec; });
     connect(m_placement, &widgets::PlacementEditor::placementRejected, this,
             [this](const QString &reason) { statusBar()->showMessage(tr("Placement refused: %1").arg(reason), 8000); });
-    m_tabs->addTab(m_placement, tr("Placement"));
+    addPage(m_placement, tr("Placement"));
 
     m_inspector = new widgets::TensorInspector(this);
-    m_tabs->addTab(m_inspector, tr("Inspector"));
+    m_inspectorTab = addPage(m_inspector, tr("Inspector"));
 
     m_log = new QPlainTextEdit(this);
     m_log->setReadOnly(true);
     m_log->setMaximumBlockCount(5000);
-    m_tabs->addTab(m_log, tr("Log"));
+    addPage(m_log, tr("Log"));
 }
 
 void MainWindow::buildToolBar()
@@ -392,6 +411,12 @@ void MainWindow::setProjectorMode(bool on)
     QFont f = QApplication::font();
     f.setPointSizeF(on ? 14 : 10);
     setFont(f);
+    // On a projector the cluster is the lesson: give it most of the width
+    // (once the window has its size).
+    QTimer::singleShot(0, this, [this, on] {
+        const int w = m_split->width();
+        m_split->setSizes(on ? QList<int>{w * 2 / 3, w / 3} : QList<int>{w * 3 / 5, w * 2 / 5});
+    });
 }
 
 void MainWindow::showState(const widgets::ClusterStatePtr &state)

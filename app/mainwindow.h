@@ -20,6 +20,7 @@ class QLineEdit;
 class QPlainTextEdit;
 class QSlider;
 class QSpinBox;
+class QSplitter;
 class QTabWidget;
 class QTableView;
 
@@ -54,6 +55,7 @@ public Q_SLOTS:
 private:
     void buildToolBar();
     void buildTabs();
+    int addPage(QWidget *page, const QString &title);
     void buildMenus();
     void showState(const widgets::ClusterStatePtr &state);
     void showSelectedNode();
@@ -74,6 +76,8 @@ private:
     widgets::TensorInspector *m_inspector = nullptr;
     widgets::ChartsPanel *m_charts = nullptr;
     QTabWidget *m_tabs = nullptr;
+    int m_inspectorTab = -1;
+    QSplitter *m_split = nullptr;
     QPlainTextEdit *m_log = nullptr;
     QLabel *m_details = nullptr;
     QDoubleSpinBox *m_nodeSlowdown = nullptr;

@@ -97,8 +97,8 @@ ChartsPanel::ChartsPanel(QWidget *parent)
     , m_model(new MetricsModel(this))
 {
     m_loss = makePlot(tr("Loss"), tr("loss"), false);
-    m_throughput = makePlot(tr("Samples per second"), tr("samples/s"), true);
-    m_bytes = makePlot(tr("Bytes sent per second, by node"), tr("B/s"), true);
+    m_throughput = makePlot(tr("Samples/s"), tr("samples/s"), true);
+    m_bytes = makePlot(tr("Sent per node"), tr("B/s"), true);
 
     m_trainLoss = new QLineSeries(this);
     m_trainLoss->setName(tr("train"));
@@ -303,9 +303,10 @@ void ChartsPanel::applyStyle()
     title.setBold(true);
     QFont labels = base;
     if (m_projector) {
-        title.setPointSizeF(std::max(22.0, base.pointSizeF() * 2.2));
-        base.setPointSizeF(std::max(16.0, base.pointSizeF() * 1.6));
-        labels.setPointSizeF(std::max(15.0, labels.pointSizeF() * 1.5));
+        // Fixed sizes: the window may already have enlarged the inherited font.
+        title.setPointSizeF(18);
+        base.setPointSizeF(14);
+        labels.setPointSizeF(13);
     } else {
         title.setPointSizeF(base.pointSizeF() * 1.15);
     }
