@@ -199,6 +199,7 @@ struct EngineController::Private {
     std::mutex mutex; // guards the fields below (written by the run thread)
     RunSettings settings;
     std::vector<widgets::StepPoint> pendingSteps;
+    std::vector<std::pair<std::int64_t, double>> pendingTestLoss;
     QVector<widgets::ShardCell> shards;
     std::optional<std::int64_t> predicted; // per node, by the ZeRO formulas
     std::int64_t lastStep = -1;
@@ -470,6 +471,7 @@ void EngineController::start(const RunSettings &s)
     c.optimizer.kind = s.optimizer == "adam" ? engine::OptimizerConfig::Kind::Adam : engine::OptimizerConfig::Kind::Sgd;
     c.optimizer.lr = s.lr;
     c.placement = s.placement.toStdString();
+    c.testEvery = std::max<std::int64_t>(1, s.steps / 25); // ~25 points on the chart's test curve
     // Ranks go to the first idle nodes in join order; slowdowns follow them.
     std::vector<int> idle;
     for (const ClusterNode &n : d->coordinator->nodes())
@@ -531,6 +533,7 @@ void EngineController::start(const RunSettings &s)
         std::lock_guard lock(d->mutex);
         d->settings = s;
         d->pendingSteps.clear();
+        d->pendingTestLoss.clear();
         d->lastStep = -1;
         d->shards.clear();
         d->predicted.reset();
@@ -560,6 +563,12 @@ void EngineController::start(const RunSettings &s)
                 m_p->pendingSteps.push_back(pt);
                 m_p->lastStep = r.step;
                 m_p->stateDirty = true;
+            }
+
+            void onTestLoss(std::int64_t step, double loss) override
+            {
+                std::lock_guard lock(m_p->mutex);
+                m_p->pendingTestLoss.emplace_back(step, loss);
             }
 
         private:
@@ -693,11 +702,13 @@ void EngineController::editTensor(int rank, const QString &op, double factor)
 void EngineController::publish()
 {
     std::vector<widgets::StepPoint> steps;
+    std::vector<std::pair<std::int64_t, double>> testLoss;
     bool dirty = d->sink.takeDirty();
     auto state = std::make_shared<widgets::ClusterState>();
     {
         std::lock_guard lock(d->mutex);
         steps.swap(d->pendingSteps);
+        testLoss.swap(d->pendingTestLoss);
         dirty = dirty || d->stateDirty || !steps.empty();
         d->stateDirty = false;
         state->strategy = d->settings.strategy;
@@ -708,6 +719,8 @@ void EngineController::publish()
     }
     for (const auto &p : steps)
         Q_EMIT stepAvailable(p);
+    for (const auto &[step, loss] : testLoss)
+        Q_EMIT testLossAvailable(step, loss);
     const std::vector<ClusterNode> nodes = d->coordinator->nodes();
     const bool paused = d->breakpoints.isPaused();
     const bool running = d->running;

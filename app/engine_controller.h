@@ -86,6 +86,7 @@ Q_SIGNALS:
     void stateChanged(smol::widgets::ClusterStatePtr state);
     void stepAvailable(const smol::widgets::StepPoint &point);
     void testAccuracyAvailable(qint64 step, double accuracy);
+    void testLossAvailable(qint64 step, double loss);
     void runStarted(const QString &description);
     void runFinished(const QString &summary);
     void runFailed(const QString &reason);

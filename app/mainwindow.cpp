@@ -87,6 +87,8 @@ MainWindow::MainWindow(EngineController *engine, QWidget *parent) : QMainWindow(
 
     connect(m_engine, &EngineController::stateChanged, this, &MainWindow::showState);
     connect(m_engine, &EngineController::stepAvailable, m_charts, &widgets::ChartsPanel::addStep);
+    connect(m_engine, &EngineController::testLossAvailable, this,
+            [this](qint64 step, double loss) { m_charts->addTestPoint(step, loss); });
     connect(m_engine, &EngineController::testAccuracyAvailable, this, [this](qint64, double accuracy) {
         m_log->appendPlainText(tr("test accuracy %1%").arg(100 * accuracy, 0, 'f', 1));
     });

@@ -80,6 +80,9 @@ Options:
   --break-hold SEC    resume a pause after SEC seconds or on a line from
                       stdin, whichever comes first (default: a line from
                       stdin; at EOF on stdin, at once)
+  --test-every K      every K steps (and after the last) measure the loss on
+                      the first 1000 held-out samples (lock-step strategies;
+                      default 0: never)
   --record FILE       record the run to a session file (SQLite; see
                       `smolctl info`, `smolctl export`, docs/session-format.md):
                       every frame, collective and step span, memory per
@@ -157,6 +160,17 @@ public:
         m_out.flush();
     }
 
+    void onTestLoss(std::int64_t step, double loss) override
+    {
+        std::lock_guard lock(m_mutex);
+        if (m_json)
+            printJson(m_out, QJsonObject{{"type", "test"}, {"step", double(step)}, {"test_loss", loss}});
+        else
+            m_out << (m_tty ? "\n" : "") << "step " << step + 1 << ": held-out loss " << QString::number(loss, 'f', 4)
+                  << "\n";
+        m_out.flush();
+    }
+
 private:
     QTextStream &m_out;
     bool m_json;
@@ -222,6 +236,8 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
             c.seed = std::uint64_t(integer(0, std::numeric_limits<std::int64_t>::max()));
         else if (a == "--bucket-bytes")
             c.bucketBytes = integer(4, std::int64_t(1) << 30);
+        else if (a == "--test-every")
+            c.testEvery = integer(0, 100000000);
         else if (a == "--staleness")
             c.maxStaleness = integer(0, 1000000);
         else if (a == "--corpus")

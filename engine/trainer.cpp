@@ -70,6 +70,11 @@ public:
             m_next->onStep(r);
     }
     bool wantsCollectiveSnapshots() const override { return m_next && m_next->wantsCollectiveSnapshots(); }
+    void onTestLoss(std::int64_t step, double loss) override
+    {
+        if (m_next)
+            m_next->onTestLoss(step, loss);
+    }
     void onMemorySnapshot(const MemorySnapshot &s) override
     {
         if (m_next)
@@ -329,6 +334,19 @@ NodeResult runNode(const TrainConfig &config, const NodeRun &run)
     ctx.onSpan = run.onSpan;
     strategy->setup(ctx);
     NodeResult result;
+    // The held-out loss: a replica of its own (uncharged: it is the
+    // runtime's, not the training's memory) loaded with the current
+    // parameters, on a fixed slice of the test set.
+    const bool testing = config.testEvery > 0 && !strategy->isAsynchronous();
+    std::unique_ptr<TrainModel> evalModel;
+    Batch testBatch;
+    if (testing && rank == 0) {
+        memory::NodeScope uncharged(-1);
+        evalModel = makeModel(config.model);
+        const Batch all = run.data->testSet();
+        const std::int64_t n = std::min<std::int64_t>(kTestLossSamples, all.input.size(0));
+        testBatch = Batch{all.input.narrow(0, 0, n), all.target.narrow(0, 0, n)};
+    }
     if (run.firstStep > 0 || run.initialMoments.defined()) {
         const bool adam = config.optimizer.kind == OptimizerConfig::Kind::Adam;
         if (!adam)
@@ -350,6 +368,17 @@ NodeResult runNode(const TrainConfig &config, const NodeRun &run)
             run.onStep(k, loss, mem);
         if (strategy->finished())
             break; // asynchronous strategies: left, or told to stop
+        if (testing && ((k + 1) % config.testEvery == 0 || k + 1 == config.steps)) {
+            const torch::Tensor params = strategy->fullParameters(); // a collective for sharded strategies
+            if (rank == 0) {
+                memory::NodeScope uncharged(-1);
+                torch::NoGradGuard noGrad;
+                loadParams(*evalModel, params);
+                const double loss = evalModel->loss(testBatch).item<double>();
+                if (run.onTestLoss)
+                    run.onTestLoss(k, loss);
+            }
+        }
         if (run.checkpointEvery > 0 && !strategy->isAsynchronous() && (k + 1) % run.checkpointEvery == 0 &&
             k + 1 < config.steps) {
             const torch::Tensor full = strategy->fullParameters();
@@ -468,6 +497,12 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
                 if (config.events)
                     run.onSpan = [&](const SpanEvent &s) { config.events->onSpan(s); };
                 std::int64_t stepStart = net::monotonicNs();
+                run.onTestLoss = [&](std::int64_t k, double loss) {
+                    if (config.events)
+                        config.events->onMetric(MetricSample{net::monotonicNs(), k, -1, "test_loss", loss});
+                    if (observer)
+                        observer->onTestLoss(k, loss);
+                };
                 run.onStep = [&, rank](std::int64_t k, double loss, const NodeMemory &mem) {
                     if (config.events)
                         emitStepEvents(*config.events, rank, k, loss, mem, stepStart, net::monotonicNs());

@@ -70,7 +70,13 @@ struct TrainConfig {
     std::string placement;
     std::int64_t microBatches = 1;
     PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+    // Lock-step strategies: every K steps (and after the last), rank 0
+    // measures the loss on held-out data (the first kTestLossSamples test
+    // samples) with the current parameters. 0: never.
+    std::int64_t testEvery = 0;
 };
+
+constexpr std::int64_t kTestLossSamples = 1000;
 
 struct NodeMemory {
     std::int64_t params = 0;
@@ -111,6 +117,8 @@ public:
     // wantsCollectiveSnapshots() says so. Keep it quick.
     virtual bool wantsCollectiveSnapshots() const { return false; }
     virtual void onMemorySnapshot(const MemorySnapshot &) {}
+    // A held-out loss after `step` (TrainConfig::testEvery), from rank 0's thread.
+    virtual void onTestLoss(std::int64_t /*step*/, double /*loss*/) {}
 };
 
 struct TrainSummary {
@@ -161,6 +169,7 @@ struct NodeRun {
     std::int64_t checkpointEvery = 0;
     std::function<void(std::int64_t step, double loss, const NodeMemory &memory)> onStep;
     std::function<void(const SpanEvent &)> onSpan; // compute spans (NodeContext::onSpan)
+    std::function<void(std::int64_t step, double loss)> onTestLoss; // rank 0, TrainConfig::testEvery
     // params and (Adam, where the strategy supports it) the optimizer's moments.
     std::function<void(std::int64_t stepsDone, const torch::Tensor &params, const OptimizerMoments &moments)>
         onCheckpoint;

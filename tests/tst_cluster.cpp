@@ -159,17 +159,42 @@ void TestCluster::sameResultAsEmbedded_data()
     QTest::newRow("syncps") << "syncps";
 }
 
+namespace {
+// The held-out losses a run reports.
+struct TestLosses : TrainObserver {
+    void onStep(const StepReport &) override {}
+    void onTestLoss(std::int64_t step, double loss) override
+    {
+        std::lock_guard lock(mutex);
+        losses.emplace_back(step, loss);
+    }
+    std::mutex mutex;
+    std::vector<std::pair<std::int64_t, double>> losses;
+};
+} // namespace
+
 void TestCluster::sameResultAsEmbedded()
 {
     QFETCH(QString, strategy);
-    const TrainConfig c = config(strategy.toStdString(), 3, 15);
-    const TrainSummary embedded = runTraining(c);
+    TrainConfig c = config(strategy.toStdString(), 3, 15);
+    c.testEvery = 4; // after steps 3, 7, 11 and the last, 14
+    TestLosses embeddedTests, clusterTests;
+    const TrainSummary embedded = runTraining(c, &embeddedTests);
     Coordinator coord(options());
     LocalNodes nodes(coord, 3);
     ClusterRunOptions ro;
     ro.nodes = 3;
     ro.recoveryEvery = 0; // no recovery gathers: the same bytes on the wire as embedded
-    const TrainSummary cluster = coord.run(c, ro);
+    const TrainSummary cluster = coord.run(c, ro, &clusterTests);
+    // Held-out losses: the same points, the same values, falling.
+    const std::vector<std::pair<std::int64_t, double>> want{{3, 0}, {7, 0}, {11, 0}, {14, 0}};
+    QCOMPARE(embeddedTests.losses.size(), want.size());
+    QCOMPARE(clusterTests.losses.size(), want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        QCOMPARE(embeddedTests.losses[i].first, want[i].first);
+        QCOMPARE(clusterTests.losses[i], embeddedTests.losses[i]);
+    }
+    QVERIFY(embeddedTests.losses.back().second < embeddedTests.losses.front().second);
     QCOMPARE(cluster.nodes, 3);
     QVERIFY(torch::equal(cluster.finalParams, embedded.finalParams)); // same code, same order of sums
     QCOMPARE(cluster.finalLoss, embedded.finalLoss);

@@ -44,6 +44,7 @@ void TestGuiController::runPauseInspectResume()
     QSignalSpy finished(&engine, &EngineController::runFinished);
     QSignalSpy failed(&engine, &EngineController::runFailed);
     QSignalSpy steps(&engine, &EngineController::stepAvailable);
+    QSignalSpy testLoss(&engine, &EngineController::testLossAvailable);
     RunSettings s;
     s.strategy = QStringLiteral("zero2");
     s.nodes = 3;
@@ -92,6 +93,9 @@ void TestGuiController::runPauseInspectResume()
     QVERIFY2(finished.wait(120000), failed.isEmpty() ? "no end" : qPrintable(failed.first().at(0).toString()));
     QVERIFY(!engine.isRunning());
     QVERIFY(steps.count() >= 390); // coalesced per publish, none lost
+    QTRY_COMPARE_WITH_TIMEOUT(testLoss.count(), 400 / 16, 2000); // every 16 steps (s.steps / 25), the last among them
+    QCOMPARE(testLoss.last().at(0).toLongLong(), 399);
+    QVERIFY(testLoss.last().at(1).toDouble() < testLoss.first().at(1).toDouble()); // it learns
 }
 
 void TestGuiController::snapshotsAreCoalesced()

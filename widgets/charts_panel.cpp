@@ -330,7 +330,7 @@ void ChartsPanel::applyStyle()
             xy->setPen(p);
         }
     }
-    m_testLoss->setMarkerSize(m_projector ? 14 : 8);
+    m_testLoss->setMarkerSize(m_projector ? 8 : 5);
 }
 
 } // namespace smol::widgets

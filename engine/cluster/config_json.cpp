@@ -80,7 +80,8 @@ QJsonObject configToJson(const TrainConfig &c)
                        {"links", links},
                        {"placement", QString::fromStdString(c.placement)},
                        {"micro_batches", double(c.microBatches)},
-                       {"schedule", pipelineScheduleName(c.schedule)}};
+                       {"schedule", pipelineScheduleName(c.schedule)},
+                       {"test_every", double(c.testEvery)}};
 }
 
 TrainConfig configFromJson(const QJsonObject &o)
@@ -134,6 +135,7 @@ TrainConfig configFromJson(const QJsonObject &o)
     c.microBatches = integer(o, "micro_batches", c.microBatches);
     const std::string schedule = text(o, "schedule", "1f1b");
     c.schedule = schedule == "gpipe" ? PipelineSchedule::GPipe : PipelineSchedule::OneFOneB;
+    c.testEvery = integer(o, "test_every", 0);
     c.countBytes = true;
     return c;
 }

@@ -1015,6 +1015,13 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
                     stepStart[std::size_t(r)] = end;
                 }
                 board.report(r, k, loss, mem);
+            } else if (type == "test_loss") {
+                const std::int64_t k = std::int64_t(m.json.value(QStringLiteral("step")).toDouble());
+                const double loss = m.json.value(QStringLiteral("loss")).toDouble(std::nan(""));
+                if (events)
+                    events->onMetric(MetricSample{net::monotonicNs(), k, -1, "test_loss", loss});
+                if (observer)
+                    observer->onTestLoss(k, loss);
             } else if (type == "checkpoint") {
                 const bool moments = m.json.value(QStringLiteral("moments")).toBool();
                 if (options.checkpointDir.isEmpty() || m.blob.size() != paramCount * 4 * (moments ? 3 : 1))

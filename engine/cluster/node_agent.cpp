@@ -484,6 +484,10 @@ private:
             run.firstStep = a.firstStep;
             if (a.record)
                 run.onSpan = [this](const SpanEvent &s) { addSpan(s); };
+            run.onTestLoss = [&](std::int64_t k, double loss) {
+                m_channel->send(QJsonObject{{"type", "test_loss"}, {"epoch", a.epoch}, {"step", double(k)},
+                                            {"loss", loss}});
+            };
             run.initialParams = a.initial.params;
             run.initialMoments = a.initial.moments;
             // The in-memory checkpoint the cluster re-forms from when a node is
