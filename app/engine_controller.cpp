@@ -22,6 +22,7 @@
 #include <QRandomGenerator>
 #include <QTimer>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <deque>
@@ -200,6 +201,7 @@ struct EngineController::Private {
     RunSettings settings;
     std::vector<widgets::StepPoint> pendingSteps;
     std::vector<std::pair<std::int64_t, double>> pendingTestLoss;
+    std::map<int, std::vector<std::string>> gathered; // rank -> params held in full at the current pause
     QVector<widgets::ShardCell> shards;
     std::optional<std::int64_t> predicted; // per node, by the ZeRO formulas
     std::int64_t lastStep = -1;
@@ -348,6 +350,11 @@ EngineController::EngineController(int localNodes, QObject *parent) : QObject(pa
                     Q_EMIT self->pausedAt(view);
             },
             Qt::QueuedConnection);
+    });
+    d->coordinator->setGatheredSink([this](int rank, const std::vector<std::string> &params) {
+        std::lock_guard lock(d->mutex);
+        d->gathered[rank] = params;
+        d->stateDirty = true;
     });
     for (int i = 0; i < localNodes; ++i)
         d->addAgent(d->options.token, d->coordinator->port());
@@ -716,6 +723,12 @@ void EngineController::publish()
         state->step = d->lastStep;
         state->steps = d->settings.steps;
         state->shards = d->shards;
+        if (!d->breakpoints.isPaused())
+            d->gathered.clear(); // a pause's picture ends with the pause
+        for (widgets::ShardCell &cell : state->shards)
+            for (const auto &[rank, params] : d->gathered)
+                if (std::find(params.begin(), params.end(), cell.param.toStdString()) != params.end())
+                    cell.materialisedOn.append(rank);
     }
     for (const auto &p : steps)
         Q_EMIT stepAvailable(p);

@@ -318,6 +318,23 @@ double testAccuracyOf(const TrainConfig &config, const DataSource &data, const t
     return eval->accuracy(data.testSet());
 }
 
+namespace {
+thread_local const Strategy *t_runningStrategy = nullptr; // runNode's, on its thread
+thread_local int t_runningRank = -1;
+} // namespace
+
+std::vector<std::string> gatheredParamsNow()
+{
+    std::vector<std::string> out;
+    if (!t_runningStrategy || t_runningStrategy->name() != "zero3")
+        return out;
+    for (const ShardRange &r : t_runningStrategy->shards())
+        if (r.materialised && r.owner != t_runningRank && r.owner >= 0 &&
+            (out.empty() || out.back() != r.param))
+            out.push_back(r.param);
+    return out;
+}
+
 NodeResult runNode(const TrainConfig &config, const NodeRun &run)
 {
     const int rank = run.rank;
@@ -333,6 +350,10 @@ NodeResult runNode(const TrainConfig &config, const NodeRun &run)
     ctx.model = model.get();
     ctx.onSpan = run.onSpan;
     strategy->setup(ctx);
+    struct Running { // what gatheredParamsNow() reads, for this thread and this run only
+        Running(const Strategy *s, int r) { t_runningStrategy = s, t_runningRank = r; }
+        ~Running() { t_runningStrategy = nullptr, t_runningRank = -1; }
+    } running(strategy.get(), rank);
     NodeResult result;
     // The held-out loss: a replica of its own (uncharged: it is the
     // runtime's, not the training's memory) loaded with the current

@@ -187,6 +187,12 @@ struct NodeResult {
 // `config` as runTraining() prepares it (model.seed and vocabSize set).
 NodeResult runNode(const TrainConfig &config, const NodeRun &run);
 
+// Parameters the calling node thread holds in full right now beyond its own
+// shard (zero3 mid-step: the layers it has gathered), by name; empty for
+// strategies that never gather, or off a node thread. For the shard map at
+// a pause.
+std::vector<std::string> gatheredParamsNow();
+
 // The run's data, as every node loads it (vocabSize set on config.model for gpt).
 std::shared_ptr<const DataSource> loadTrainingData(TrainConfig &config);
 // An observer that reports each completed step's cluster-wide metrics (loss,

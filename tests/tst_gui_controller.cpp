@@ -20,6 +20,7 @@ private Q_SLOTS:
     void placementIsCheckedByTheEngine();
     void linkLimitsReachTheRun();
     void addAndRemoveNodes();
+    void zero3GatheredLayersAtAPause();
 };
 
 namespace {
@@ -172,6 +173,40 @@ void TestGuiController::addAndRemoveNodes()
     s.steps = 5;
     engine.start(s);
     QVERIFY(finished.wait(60000));
+}
+
+void TestGuiController::zero3GatheredLayersAtAPause()
+{
+    EngineController engine(3);
+    QVERIFY(waitForNodes(engine, 3));
+    QSignalSpy states(&engine, &EngineController::stateChanged);
+    QSignalSpy paused(&engine, &EngineController::pausedAt);
+    QSignalSpy finished(&engine, &EngineController::runFinished);
+    // The gradient reduce-scatter of a layer runs while zero3 holds the layer in full.
+    engine.addBreakpoint(QStringLiteral("reducescatter@step=1,name=fc2"));
+    RunSettings s;
+    s.strategy = QStringLiteral("zero3");
+    s.nodes = 3;
+    s.steps = 4;
+    engine.start(s);
+    QVERIFY(paused.wait(30000));
+    auto fc2Gathered = [](const widgets::ClusterStatePtr &state) {
+        int cells = 0;
+        for (const widgets::ShardCell &c : state->shards)
+            if (c.layer == QLatin1String("fc2")) {
+                for (int r = 0; r < 3; ++r) // every node but the cell's owner gathered it
+                    if (r != c.owner && !c.materialisedOn.contains(r))
+                        return false;
+                ++cells;
+            } else if (!c.materialisedOn.isEmpty()) {
+                return false; // only the layer being worked on
+            }
+        return cells > 0;
+    };
+    engine.clearBreakpoints();
+    engine.resume();
+    QVERIFY(finished.wait(60000));
+    QTRY_VERIFY_WITH_TIMEOUT(!fc2Gathered(states.last().at(0).value<widgets::ClusterStatePtr>()), 3000);
 }
 
 QTEST_MAIN(TestGuiController)

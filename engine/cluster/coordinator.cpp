@@ -202,6 +202,7 @@ struct Coordinator::Private {
     std::function<void(const std::string &)> logSink;
     net::TraceSink *traceSink = nullptr;
     SessionEventSink *eventSink = nullptr; // the running run's, under mutex
+    std::function<void(int, const std::vector<std::string> &)> gatheredSink;
     int traceEpoch = -1;
     std::vector<int> epochNodeOfRank; // rank -> node id, current epoch
     int epochCounter = 0;
@@ -311,6 +312,17 @@ struct Coordinator::Private {
             if (!buffer)
                 break;
             net::CollectiveInfo info = infoFrom(m->json, buffer->blob.data());
+            std::function<void(int, const std::vector<std::string> &)> gatheredTo;
+            {
+                std::lock_guard lock(mutex);
+                gatheredTo = gatheredSink;
+            }
+            if (gatheredTo) {
+                std::vector<std::string> params;
+                for (const QJsonValue &v : buffer->json.value(QStringLiteral("gathered")).toArray())
+                    params.push_back(v.toString().toStdString());
+                gatheredTo(rank, params);
+            }
             bool stepped = false;
             if (buffer->type() == "coll_buffer" && buffer->blob.size() == qsizetype(info.buffer.bytes()))
                 stepped = ctl->holdFor(pauseId, rank, step, info); // the user's edits land in buffer->blob
@@ -660,6 +672,12 @@ void Coordinator::setLogSink(std::function<void(const std::string &)> sink)
 {
     std::lock_guard lock(d->mutex);
     d->logSink = std::move(sink);
+}
+
+void Coordinator::setGatheredSink(std::function<void(int, const std::vector<std::string> &)> sink)
+{
+    std::lock_guard lock(d->mutex);
+    d->gatheredSink = std::move(sink);
 }
 
 void Coordinator::setTraceSink(net::TraceSink *sink)

@@ -93,6 +93,9 @@ public:
     // Log lines (joins, refusals, losses, re-forms, and what nodes log,
     // prefixed with their name), from any thread.
     void setLogSink(std::function<void(const std::string &)> sink);
+    // At a pause: the parameters each held node holds in full beyond its own
+    // shard (zero3's gathered layers), by rank. From a proxy thread.
+    void setGatheredSink(std::function<void(int rank, const std::vector<std::string> &params)> sink);
     // Every frame event of the nodes, moved onto this process's clock
     // (net::monotonicNs()); ranks are those of the current epoch. Not owned;
     // set before run().

@@ -182,8 +182,11 @@ public:
         if (r.type == "coll_hold") {
             noteHeldAtCollective();
             const QByteArray buffer(info.buffer.bytePtr(), qsizetype(info.buffer.bytes()));
+            QJsonArray gathered; // what this node holds in full right now (zero3)
+            for (const std::string &p : gatheredParamsNow())
+                gathered.append(QString::fromStdString(p));
             r = call(id, QJsonObject{{"type", "coll_buffer"}, {"epoch", epoch}, {"call", QString::number(id)},
-                                     {"caller", QString::number(callerKey())}},
+                                     {"caller", QString::number(callerKey())}, {"gathered", gathered}},
                      buffer);
             if (r.blob.size() == qsizetype(info.buffer.bytes()) && !r.blob.isEmpty())
                 std::memcpy(info.buffer.data, r.blob.constData(), std::size_t(r.blob.size())); // the user's edits
