@@ -906,6 +906,7 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
         std::vector<std::uint16_t> ports(std::size_t(world), 0);
         std::vector<bool> listening(std::size_t(world), false), ready(std::size_t(world), false);
         std::vector<bool> finished(std::size_t(world), false), lost(std::size_t(world), false);
+        std::vector<bool> failed(std::size_t(world), false); // finished by reporting a failure
         std::vector<QJsonObject> done(static_cast<std::size_t>(world));
         torch::Tensor finalParams;
         std::string firstError;
@@ -972,9 +973,13 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
             if (r < 0)
                 continue; // a node outside this epoch (a late joiner): it waits for the next re-form
             if (ev->lost) {
-                if (lost[std::size_t(r)] || finished[std::size_t(r)])
+                if (lost[std::size_t(r)] || (finished[std::size_t(r)] && !failed[std::size_t(r)]))
                     continue;
-                lost[std::size_t(r)] = true;
+                lost[std::size_t(r)] = true; // also after its own failure report: it will not re-form
+                if (finished[std::size_t(r)]) {
+                    lostEver.insert(ev->node);
+                    continue;
+                }
                 lostEver.insert(ev->node);
                 const std::string what = nameOf(r) + " lost: " + ev->reason;
                 if (async && r != 0 && started) {
@@ -1067,6 +1072,7 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
                     finalParams = tensorFromBlob(m.blob);
             } else if (type == "failed") {
                 finished[std::size_t(r)] = true;
+                failed[std::size_t(r)] = true;
                 const std::int64_t steps = std::int64_t(m.json.value(QStringLiteral("ckpt_steps")).toDouble(-1));
                 const bool moments = m.json.value(QStringLiteral("moments")).toBool();
                 if (steps > bestCkptSteps || (steps == bestCkptSteps && moments && !bestCkpt.moments.defined())) {
@@ -1091,6 +1097,10 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
             std::lock_guard lock(d->mutex);
             for (int q = 0; q < world; ++q) {
                 auto &info = d->conn(members[std::size_t(q)]).info;
+                if (info.state == ClusterNode::State::Lost && !lost[std::size_t(q)] && failed[std::size_t(q)]) {
+                    lost[std::size_t(q)] = true; // died after it reported (its loss event is still queued)
+                    lostEver.insert(info.id);
+                }
                 if (info.state == ClusterNode::State::Running)
                     info.state = ClusterNode::State::Idle;
             }

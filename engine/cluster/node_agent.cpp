@@ -274,9 +274,11 @@ private:
             } else if (type == "abort") {
                 abortEpoch(epoch);
             } else if (type == "kill") {
-                log("killed by the coordinator");
                 if (!m_opts.inProcess)
                     std::_Exit(137); // as abrupt as kill -9: no goodbye on any socket
+                if (m_log)
+                    m_log("killed by the coordinator");
+                m_channel->close(); // like a dead process: not another word, not even "failed"
                 return 1;
             } else if (type == "shutdown") {
                 return 0;
