@@ -5,6 +5,7 @@
 #include "widgets/cluster_view.h"
 #include "widgets/memory_model.h"
 #include "widgets/memory_view.h"
+#include "widgets/palette.h"
 #include "widgets/placement_editor.h"
 #include "widgets/shard_map.h"
 #include "widgets/tensor_inspector.h"
@@ -41,28 +42,6 @@
 namespace smol::app {
 
 namespace {
-
-QString mib(std::int64_t bytes)
-{
-    return QStringLiteral("%1 MiB").arg(double(bytes) / (1024.0 * 1024.0), 0, 'f', 2);
-}
-
-const char *stateName(widgets::NodeRunState s)
-{
-    switch (s) {
-    case widgets::NodeRunState::Idle:
-        return "idle";
-    case widgets::NodeRunState::Running:
-        return "running";
-    case widgets::NodeRunState::Paused:
-        return "paused";
-    case widgets::NodeRunState::Slow:
-        return "slow";
-    case widgets::NodeRunState::Lost:
-        return "lost";
-    }
-    return "?";
-}
 
 } // namespace
 
@@ -447,7 +426,7 @@ void MainWindow::showSelectedNode()
                            .arg(n.id)
                            .arg(n.rank >= 0 ? tr("rank %1 (%2)").arg(n.rank).arg(n.role) : tr("not in the run"))
                            .arg(n.host.toHtmlEscaped())
-                           .arg(QString::fromLatin1(stateName(n.state)))
+                           .arg(widgets::runStateName(n.state))
                            .arg(n.slowdown > 1 ? tr(", computes %1x slower").arg(n.slowdown) : QString());
         html += tr("<table><tr><td>parameters</td><td align=right>%1</td></tr>"
                    "<tr><td>gradients</td><td align=right>%2</td></tr>"
@@ -456,10 +435,10 @@ void MainWindow::showSelectedNode()
                    "<tr><td>communication buffers</td><td align=right>%5</td></tr>"
                    "<tr><td><b>live</b></td><td align=right><b>%6</b></td></tr>"
                    "<tr><td>peak</td><td align=right>%7</td></tr></table>")
-                    .arg(mib(m.params), mib(m.grads), mib(m.optimizer), mib(m.activations), mib(m.comm), mib(m.live),
-                         mib(m.peak));
+                    .arg(widgets::formatBytes(m.params), widgets::formatBytes(m.grads), widgets::formatBytes(m.optimizer), widgets::formatBytes(m.activations), widgets::formatBytes(m.comm), widgets::formatBytes(m.live),
+                         widgets::formatBytes(m.peak));
         if (n.predictedBytes)
-            html += tr("<p>ZeRO formula for params + grads + optimizer: %1</p>").arg(mib(*n.predictedBytes));
+            html += tr("<p>ZeRO formula for params + grads + optimizer: %1</p>").arg(widgets::formatBytes(*n.predictedBytes));
         if (!n.lastLog.isEmpty())
             html += tr("<p>%1</p>").arg(n.lastLog.toHtmlEscaped());
         m_details->setText(html);
@@ -529,7 +508,7 @@ void MainWindow::showRemoteNodes()
         QStringList lines;
         if (m_state)
             for (const widgets::NodeState &n : m_state->nodes)
-                lines << tr("node %1 '%2' from %3: %4").arg(n.id).arg(n.name, n.host, QString::fromLatin1(stateName(n.state)));
+                lines << tr("node %1 '%2' from %3: %4").arg(n.id).arg(n.name, n.host, widgets::runStateName(n.state));
         nodes->setText(lines.join('\n'));
     };
     refresh();

@@ -55,20 +55,6 @@ std::int64_t bigInt(const QJsonValue &v)
     return v.isString() ? v.toString().toLongLong() : std::int64_t(v.toDouble());
 }
 
-torch::Tensor tensorFromFloats(const float *data, std::int64_t n)
-{
-    torch::Tensor t = torch::empty({n}, torch::kFloat32);
-    std::memcpy(t.data_ptr(), data, std::size_t(n) * 4);
-    return t;
-}
-
-torch::Tensor tensorFromBlob(const QByteArray &blob)
-{
-    if (blob.size() % 4 != 0)
-        throw std::runtime_error("a node sent a parameter blob that is not float32");
-    return tensorFromFloats(reinterpret_cast<const float *>(blob.constData()), blob.size() / 4);
-}
-
 NodeMemory memoryFromJson(const QJsonObject &o)
 {
     NodeMemory m;
@@ -825,10 +811,10 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
             throw std::invalid_argument("checkpoint is at step " + std::to_string(ck.stepsDone) +
                                         ", not before --steps " + std::to_string(config.steps));
         startStep = ck.stepsDone;
-        start.params = tensorFromFloats(ck.params.data(), std::int64_t(ck.params.size()));
+        start.params = floatsFrom(reinterpret_cast<const char *>(ck.params.data()), std::int64_t(ck.params.size()));
         if (ck.optimizerState.size() == 2 * ck.params.size()) {
-            start.moments.exp = tensorFromFloats(ck.optimizerState.data(), paramCount);
-            start.moments.expSq = tensorFromFloats(ck.optimizerState.data() + paramCount, paramCount);
+            start.moments.exp = floatsFrom(reinterpret_cast<const char *>(ck.optimizerState.data()), paramCount);
+            start.moments.expSq = floatsFrom(reinterpret_cast<const char *>(ck.optimizerState.data() + paramCount), paramCount);
         }
         d->log("resuming from " + checkpointPath(options.resumeDir).toStdString() + " at step " +
                std::to_string(startStep));
@@ -1069,7 +1055,7 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
                     ctl->nodeFinished(r); // a pause no longer waits for it
                 done[std::size_t(r)] = m.json;
                 if (r == 0)
-                    finalParams = tensorFromBlob(m.blob);
+                    finalParams = unpackState(m.blob, /*hasMoments=*/false).params;
             } else if (type == "failed") {
                 finished[std::size_t(r)] = true;
                 failed[std::size_t(r)] = true;

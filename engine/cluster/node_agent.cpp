@@ -31,14 +31,6 @@ namespace smol::engine {
 
 namespace {
 
-QByteArray tensorBlob(const torch::Tensor &t)
-{
-    if (!t.defined())
-        return {};
-    const torch::Tensor c = t.to(torch::kFloat32).contiguous();
-    return QByteArray(static_cast<const char *>(c.data_ptr()), qsizetype(c.numel()) * 4);
-}
-
 QJsonObject memoryJson(const NodeMemory &m)
 {
     return QJsonObject{{"params", double(m.params)}, {"grads", double(m.grads)},
@@ -552,7 +544,7 @@ private:
                                                     {"lost", intArray(result.async.lost)},
                                                     {"histogram", intArray(result.async.stalenessHistogram)}});
             if (a.rank == 0)
-                outcomeBlob = tensorBlob(result.finalParams);
+                outcomeBlob = packState({result.finalParams, {}});
         } catch (const std::exception &e) {
             log("epoch " + std::to_string(a.epoch) + " (rank " + std::to_string(a.rank) + ") ended: " + e.what());
             outcome = QJsonObject{{"type", "failed"},
