@@ -1,4 +1,6 @@
 #include "engine_controller.h"
+#include "run_plan.h"
+#include "timeline_feed.h"
 
 #include "engine/breakpoint_spec.h"
 #include "engine/breakpoints.h"
@@ -53,6 +55,8 @@ public:
         std::lock_guard lock(m_mutex);
         m_memory.clear();
         m_sends.clear();
+        m_timelineFrames.clear();
+        m_timelineSpans.clear();
         m_dirty = true;
     }
     void onFrame(const net::FrameEvent &e) override
@@ -64,12 +68,21 @@ public:
                 m_sends.push_back({e.sendCompleteNs, e.src, e.dst, e.bytes});
                 m_dirty = true;
             }
+            if (e.src != e.dst)
+                m_timelineFrames.push_back(e);
             next = m_next;
         }
         if (next)
             next->onFrame(e);
     }
-    void onSpan(const engine::SpanEvent &s) override { forward([&](auto *n) { n->onSpan(s); }); }
+    void onSpan(const engine::SpanEvent &s) override
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            m_timelineSpans.push_back(s);
+        }
+        forward([&](auto *n) { n->onSpan(s); });
+    }
     void onMemory(const engine::MemorySample &m) override
     {
         {
@@ -106,6 +119,13 @@ public:
         std::lock_guard lock(m_mutex);
         return m_memory;
     }
+    // The frames and spans since the last call, for the timeline.
+    void takeTimeline(std::vector<net::FrameEvent> &frames, std::vector<engine::SpanEvent> &spans)
+    {
+        std::lock_guard lock(m_mutex);
+        frames.swap(m_timelineFrames);
+        spans.swap(m_timelineSpans);
+    }
     bool takeDirty()
     {
         std::lock_guard lock(m_mutex);
@@ -132,6 +152,8 @@ private:
     engine::SessionEventSink *m_next = nullptr;
     std::map<int, engine::MemorySample> m_memory; // by rank
     std::deque<Send> m_sends;
+    std::vector<net::FrameEvent> m_timelineFrames;
+    std::vector<engine::SpanEvent> m_timelineSpans;
     bool m_dirty = true;
 };
 
@@ -159,15 +181,6 @@ PausedTensor toView(const engine::TensorSnapshot &s)
     for (auto d : s.shape)
         t.shape.append(d);
     return t;
-}
-
-widgets::Topology topologyOf(const QString &strategy)
-{
-    if (strategy == "syncps" || strategy == "edp")
-        return widgets::Topology::Star;
-    if (strategy == "pipeline")
-        return widgets::Topology::Chain;
-    return widgets::Topology::Ring;
 }
 
 QString roleOf(const QString &strategy, int rank)
@@ -216,81 +229,10 @@ struct EngineController::Private {
     // params + grads + optimizer state per node by the ZeRO paper's formulas.
     void plan(const engine::TrainConfig &c)
     {
-        QVector<widgets::ShardCell> cells;
-        std::optional<std::int64_t> formula;
-        try {
-            engine::ModelConfig mc = c.model;
-            mc.seed = c.seed;
-            if (mc.kind == "gpt")
-                mc.vocabSize = 96;
-            const auto model = engine::makeModel(mc);
-            std::map<std::string, std::string> layerOf;
-            std::vector<std::vector<std::pair<std::string, torch::Tensor>>> layerParams;
-            std::map<std::string, torch::Tensor> byName;
-            for (auto &[name, p] : model->namedParameters())
-                byName[name] = p;
-            for (const auto &layer : model->layers()) {
-                layerParams.emplace_back();
-                for (const auto &n : layer.paramNames) {
-                    layerOf[n] = layer.name;
-                    layerParams.back().emplace_back(n, byName.at(n));
-                }
-            }
-            auto add = [&](const std::vector<engine::ShardRange> &ranges) {
-                for (const auto &r : ranges)
-                    cells.append(widgets::ShardCell{QString::fromStdString(r.param),
-                                                    QString::fromStdString(layerOf[r.param]), r.begin, r.end,
-                                                    r.owner, {}});
-            };
-            const std::string &s = c.strategy;
-            std::int64_t P = 0;
-            for (auto &[name, p] : byName)
-                P += p.numel();
-            if (s == "zero1" || s == "zero2") {
-                engine::FlatParams flat(model->namedParameters());
-                add(engine::chunkedShardMap(flat.slots(), flat.numel(), c.nodes, -1));
-            } else if (s == "zero3") {
-                for (const auto &named : layerParams) {
-                    engine::FlatParams flat(named);
-                    add(engine::chunkedShardMap(flat.slots(), flat.numel(), c.nodes, -1));
-                }
-            } else if (s == "pipeline") {
-                const int layers = int(layerParams.size());
-                std::vector<std::int64_t> sizes;
-                for (const auto &named : layerParams) {
-                    std::int64_t n = 0;
-                    for (const auto &np : named)
-                        n += np.second.numel();
-                    sizes.push_back(n);
-                }
-                const engine::Placement placement = c.placement.empty() || c.placement == "auto"
-                                                        ? engine::Placement::balanced(sizes, c.nodes)
-                                                        : engine::Placement::parse(c.placement, layers, c.nodes);
-                for (int l = 0; l < layers; ++l)
-                    for (const auto &[name, p] : layerParams[std::size_t(l)])
-                        cells.append(widgets::ShardCell{QString::fromStdString(name),
-                                                        QString::fromStdString(layerOf[name]), 0, p.numel(),
-                                                        placement.nodeOf(l), {}});
-            } else if (s != "tensor") { // tensor cuts inside weights; its map is not drawn yet
-                engine::FlatParams flat(model->namedParameters());
-                add(engine::replicatedShardMap(flat.slots()));
-            }
-            const std::int64_t opt = c.optimizer.kind == engine::OptimizerConfig::Kind::Adam ? 8 * P : 0;
-            const std::int64_t n = c.nodes;
-            if (s == "ddp" || s == "single")
-                formula = 4 * P + 4 * P + opt;
-            else if (s == "zero1")
-                formula = 4 * P + 4 * P + opt / n;
-            else if (s == "zero2")
-                formula = 4 * P + 4 * P / n + opt / n;
-            else if (s == "zero3")
-                formula = (8 * P + opt) / n;
-        } catch (const std::exception &) {
-            // The run itself reports a bad config; the map stays empty.
-        }
+        RunPlan p = planRun(c);
         std::lock_guard lock(mutex);
-        shards = cells;
-        predicted = formula;
+        shards = std::move(p.shards);
+        predicted = p.predicted;
         stateDirty = true;
     }
 
@@ -335,7 +277,9 @@ EngineController::EngineController(int localNodes, QObject *parent) : QObject(pa
             },
             Qt::QueuedConnection);
     });
-    d->breakpoints.setPausedCallback([self](std::shared_ptr<const engine::PauseState> state) {
+    d->breakpoints.setPausedCallback([this, self](std::shared_ptr<const engine::PauseState> state) {
+        // A recording keeps the pause's tensors (the sink forwards them to the recorder, if any).
+        engine::recordPause(*state, d->sink, net::monotonicNs());
         PauseView view;
         view.id = state->id;
         view.reason = QString::fromStdString(state->reason);
@@ -708,6 +652,22 @@ void EngineController::editTensor(int rank, const QString &op, double factor)
 
 void EngineController::publish()
 {
+    {
+        std::vector<net::FrameEvent> frames;
+        std::vector<engine::SpanEvent> spans;
+        d->sink.takeTimeline(frames, spans);
+        if (!frames.empty() || !spans.empty() || d->running) {
+            QVector<widgets::TimelineFrameSide> f;
+            f.reserve(qsizetype(frames.size()));
+            for (const auto &e : frames)
+                f.append(toTimeline(e));
+            QVector<widgets::TimelineSpan> sp;
+            sp.reserve(qsizetype(spans.size()));
+            for (const auto &e : spans)
+                sp.append(toTimeline(e));
+            Q_EMIT timelineEvents(f, sp, net::monotonicNs());
+        }
+    }
     std::vector<widgets::StepPoint> steps;
     std::vector<std::pair<std::int64_t, double>> testLoss;
     bool dirty = d->sink.takeDirty();

@@ -11,6 +11,7 @@
 
 #include "widgets/cluster_state.h"
 #include "widgets/tensor_inspector.h"
+#include "widgets/timeline_data.h"
 
 #include <QObject>
 #include <QString>
@@ -93,6 +94,11 @@ Q_SIGNALS:
     void pausedAt(const smol::app::PauseView &pause);
     void logLine(const QString &line);
     void errorOccurred(const QString &reason);
+    // The frame sides and spans reported since the last snapshot, for the
+    // timeline, and the coordinator's clock now (while a run goes on, also
+    // when there is nothing new, so packets in flight keep moving).
+    void timelineEvents(const QVector<smol::widgets::TimelineFrameSide> &frames,
+                        const QVector<smol::widgets::TimelineSpan> &spans, qint64 nowNs);
 
 private:
     void publish(); // the ≤30 Hz timer: build and emit a snapshot

@@ -1,6 +1,9 @@
 #include "mainwindow.h"
 
+#include "engine/session/session_export.h"
 #include "engine/session/session_reader.h"
+#include "replay_controller.h"
+#include "timeline_feed.h"
 #include "widgets/charts_panel.h"
 #include "widgets/cluster_view.h"
 #include "widgets/memory_model.h"
@@ -9,6 +12,7 @@
 #include "widgets/placement_editor.h"
 #include "widgets/shard_map.h"
 #include "widgets/tensor_inspector.h"
+#include "widgets/timeline_view.h"
 
 #include <QAction>
 #include <QApplication>
@@ -18,6 +22,7 @@
 #include <QDockWidget>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -26,6 +31,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPlainTextEdit>
+#include <QProgressDialog>
 #include <QPushButton>
 #include <QSlider>
 #include <QSpinBox>
@@ -42,6 +48,9 @@
 namespace smol::app {
 
 namespace {
+
+// The replay scrubber's resolution.
+constexpr int kScrubberSteps = 10000;
 
 } // namespace
 
@@ -60,32 +69,61 @@ MainWindow::MainWindow(EngineController *engine, QWidget *parent) : QMainWindow(
     auto *chartsDock = new QDockWidget(tr("Charts"), this);
     chartsDock->setObjectName(QStringLiteral("charts"));
     chartsDock->setWidget(m_charts);
+    auto *timelineDock = new QDockWidget(tr("Timeline"), this);
+    timelineDock->setObjectName(QStringLiteral("timeline"));
+    timelineDock->setWidget(buildTimeline());
+    addDockWidget(Qt::BottomDockWidgetArea, timelineDock);
     addDockWidget(Qt::BottomDockWidgetArea, chartsDock);
+    tabifyDockWidget(timelineDock, chartsDock);
+    timelineDock->raise();
+    m_replayController = new ReplayController(this);
     buildToolBar();
+    buildReplayBar();
     buildMenus();
 
-    connect(m_engine, &EngineController::stateChanged, this, &MainWindow::showState);
-    connect(m_engine, &EngineController::stepAvailable, m_charts, &widgets::ChartsPanel::addStep);
-    connect(m_engine, &EngineController::testLossAvailable, this,
-            [this](qint64 step, double loss) { m_charts->addTestPoint(step, loss); });
+    // The live cluster. While a session is open its updates wait (the
+    // newest snapshot is kept and shown again when the replay closes).
+    connect(m_engine, &EngineController::stateChanged, this, [this](const widgets::ClusterStatePtr &state) {
+        m_liveState = state;
+        if (!m_replaying)
+            showState(state);
+    });
+    connect(m_engine, &EngineController::stepAvailable, this, [this](const widgets::StepPoint &point) {
+        if (!m_replaying)
+            m_charts->addStep(point);
+    });
+    connect(m_engine, &EngineController::testLossAvailable, this, [this](qint64 step, double loss) {
+        if (!m_replaying)
+            m_charts->addTestPoint(step, loss);
+    });
     connect(m_engine, &EngineController::testAccuracyAvailable, this, [this](qint64, double accuracy) {
         m_log->appendPlainText(tr("test accuracy %1%").arg(100 * accuracy, 0, 'f', 1));
     });
+    connect(m_engine, &EngineController::timelineEvents, this, &MainWindow::addTimelineEvents);
     connect(m_engine, &EngineController::runStarted, this, [this](const QString &what) {
-        m_charts->clear();
-        m_inspector->clear();
+        clearRunViews();
+        m_livePause = PauseView();
+        m_timeline->setLive(true);
+        m_timeline->data().setCollectiveNames(collectiveNames());
         statusBar()->showMessage(tr("Training: %1").arg(what));
         updateRunActions();
     });
-    connect(m_engine, &EngineController::runFinished, this, [this](const QString &summary) {
+    auto ended = [this] {
+        m_timeline->setLive(false);
+        m_livePause = PauseView();
+        if (!m_lastRecording.isEmpty())
+            m_exportTrace->setEnabled(true);
+        updateRunActions();
+    };
+    connect(m_engine, &EngineController::runFinished, this, [this, ended](const QString &summary) {
         statusBar()->showMessage(summary);
         m_log->appendPlainText(summary);
-        updateRunActions();
+        ended();
     });
-    connect(m_engine, &EngineController::runFailed, this, [this](const QString &reason) {
+    connect(m_engine, &EngineController::runFailed, this, [this, ended](const QString &reason) {
         statusBar()->showMessage(tr("The run failed: %1").arg(reason));
         m_log->appendPlainText(tr("failed: %1").arg(reason));
-        updateRunActions();
+        ended();
     });
     connect(m_engine, &EngineController::errorOccurred, this,
             [this](const QString &reason) { statusBar()->showMessage(reason, 8000); });
@@ -94,12 +132,45 @@ MainWindow::MainWindow(EngineController *engine, QWidget *parent) : QMainWindow(
         showSelectedNode();
     });
     connect(m_engine, &EngineController::pausedAt, this, [this](const PauseView &pause) {
-        m_inspector->setPause(pause);
-        m_tabs->setCurrentIndex(m_inspectorTab);
+        m_livePause = pause;
+        if (m_replaying)
+            return;
+        showPause(pause);
         statusBar()->showMessage(tr("Paused (%1). Space resumes, N steps one collective.").arg(pause.reason));
-        updateRunActions();
     });
-    connect(m_inspector, &widgets::TensorInspector::editRequested, m_engine, &EngineController::editTensor);
+    connect(m_inspector, &widgets::TensorInspector::editRequested, this, [this](int rank, const QString &op, double f) {
+        if (m_replaying)
+            statusBar()->showMessage(tr("A recording cannot be edited: close the replay (Ctrl+W) to edit a live pause."), 6000);
+        else
+            m_engine->editTensor(rank, op, f);
+    });
+
+    // A recorded run, through the same views.
+    ReplayController *r = m_replayController;
+    connect(r, &ReplayController::stateChanged, this, &MainWindow::showState);
+    connect(r, &ReplayController::stepAvailable, m_charts, &widgets::ChartsPanel::addStep);
+    connect(r, &ReplayController::testLossAvailable, this,
+            [this](qint64 step, double loss) { m_charts->addTestPoint(step, loss); });
+    connect(r, &ReplayController::testAccuracyAvailable, this, [this](qint64, double accuracy) {
+        m_log->appendPlainText(tr("test accuracy %1%").arg(100 * accuracy, 0, 'f', 1));
+    });
+    connect(r, &ReplayController::logLine, m_log, &QPlainTextEdit::appendPlainText);
+    connect(r, &ReplayController::errorOccurred, this, [this](const QString &reason) {
+        statusBar()->showMessage(reason, 8000);
+        m_log->appendPlainText(reason);
+    });
+    connect(r, &ReplayController::cleared, this, [this] {
+        m_charts->clear();
+        m_inspector->clear();
+        m_log->clear();
+    });
+    connect(r, &ReplayController::pausedAt, this, [this](const PauseView &pause) {
+        showPause(pause);
+        statusBar()->showMessage(tr("Recorded pause (%1): the inspector shows the tensors it took.").arg(pause.reason), 8000);
+    });
+    connect(r, &ReplayController::pauseEnded, m_inspector, &widgets::TensorInspector::clear);
+    connect(r, &ReplayController::positionChanged, this, &MainWindow::showReplayPosition);
+    connect(r, &ReplayController::playingChanged, this, [this](bool) { updateRunActions(); });
     connect(m_cluster, &widgets::ClusterView::selectedNodeChanged, this, [this](int id) {
         m_selected = id;
         showSelectedNode();
@@ -112,7 +183,7 @@ MainWindow::MainWindow(EngineController *engine, QWidget *parent) : QMainWindow(
     if (const QScreen *screen = QGuiApplication::primaryScreen())
         size = size.boundedTo(screen->availableGeometry().size());
     resize(size);
-    resizeDocks({chartsDock}, {size.height() / 3}, Qt::Vertical);
+    resizeDocks({timelineDock}, {size.height() * 2 / 5}, Qt::Vertical);
 }
 
 int MainWindow::addPage(QWidget *page, const QString &title)
@@ -274,7 +345,12 @@ void MainWindow::buildToolBar()
     m_pause = bar->addAction(tr("Pause"), this, &MainWindow::togglePause);
     m_pause->setShortcut(Qt::Key_Space);
     m_pause->setShortcutContext(Qt::ApplicationShortcut);
-    m_step = bar->addAction(tr("Step"), m_engine, &EngineController::stepCollective);
+    m_step = bar->addAction(tr("Step"), this, [this] {
+        if (m_replaying)
+            m_replayController->nextCollective();
+        else
+            m_engine->stepCollective();
+    });
     m_step->setShortcut(Qt::Key_N);
     m_step->setToolTip(tr("Run one collective, then pause again (N)"));
     m_stop = bar->addAction(tr("Stop"), m_engine, &EngineController::stop);
@@ -302,7 +378,20 @@ void MainWindow::buildToolBar()
 void MainWindow::buildMenus()
 {
     QMenu *file = menuBar()->addMenu(tr("&File"));
-    file->addAction(tr("&Open session..."), QKeySequence::Open, this, &MainWindow::openSession);
+    file->addAction(tr("&Open session..."), QKeySequence::Open, this, &MainWindow::chooseSession);
+    QAction *closeReplayAction = file->addAction(tr("&Close replay"), QKeySequence::Close, this, &MainWindow::closeReplay);
+    connect(m_replayController, &ReplayController::opened, closeReplayAction, [closeReplayAction] { closeReplayAction->setEnabled(true); });
+    connect(m_replayController, &ReplayController::closed, closeReplayAction, [closeReplayAction] { closeReplayAction->setEnabled(false); });
+    closeReplayAction->setEnabled(false);
+    file->addSeparator();
+    file->addAction(tr("Export timeline as &PNG..."), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_P), this,
+                    &MainWindow::chooseTimelinePng);
+    m_exportTrace = file->addAction(tr("Export session as Chrome &trace..."), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_T),
+                                    this, &MainWindow::chooseChromeTrace);
+    m_exportTrace->setToolTip(tr("The open session, or the last run recorded from this window, as Chrome trace JSON "
+                                 "(Perfetto); the same exporter as `smolctl export`"));
+    m_exportTrace->setEnabled(false);
+    file->addSeparator();
     m_record = file->addAction(tr("&Record the next run..."));
     m_record->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
     m_record->setCheckable(true);
@@ -365,13 +454,24 @@ void MainWindow::setSettings(const RunSettings &s)
 
 void MainWindow::startRun()
 {
-    m_engine->start(settings());
+    if (m_replaying) {
+        statusBar()->showMessage(tr("Close the replay (Ctrl+W) to train."), 6000);
+        return;
+    }
+    const RunSettings s = settings();
+    if (!s.recordPath.isEmpty())
+        m_lastRecording = s.recordPath;
+    m_engine->start(s);
     if (m_record->isChecked()) // one recording per click of Record
         m_record->setChecked(false);
 }
 
 void MainWindow::togglePause()
 {
+    if (m_replaying) {
+        m_replayController->togglePlay();
+        return;
+    }
     if (m_engine->isPaused())
         m_engine->resume();
     else
@@ -389,6 +489,7 @@ void MainWindow::setProjectorMode(bool on)
     m_shardView->setProjectorMode(on);
     m_charts->setProjectorMode(on);
     m_inspector->setProjectorMode(on);
+    m_timeline->setProjectorMode(on);
     QFont f = QApplication::font();
     f.setPointSizeF(on ? 14 : 10);
     setFont(f);
@@ -407,6 +508,24 @@ void MainWindow::showState(const widgets::ClusterStatePtr &state)
     m_memoryView->setState(state);
     m_memoryModel->setState(state);
     m_shardView->setState(state);
+    if (!m_replaying && state) {
+        // The timeline's lanes are the run's ranks.
+        QStringList names;
+        for (const widgets::NodeState &n : state->nodes) {
+            if (n.rank < 0)
+                continue;
+            while (names.size() <= n.rank)
+                names.append(QString());
+            names[n.rank] = n.name;
+        }
+        bool changed = names.size() > m_timeline->data().laneCount();
+        for (int r = 0; r < names.size() && !changed; ++r)
+            changed = m_timeline->data().laneName(r) != names[r] && !names[r].isEmpty();
+        if (changed) {
+            m_timeline->data().setNodes(names);
+            m_timeline->dataChanged();
+        }
+    }
     showSelectedNode();
     updateRunActions();
 }
@@ -458,6 +577,17 @@ void MainWindow::showSelectedNode()
 
 void MainWindow::updateRunActions()
 {
+    if (m_replaying) {
+        // Space plays and pauses the replay; N goes to the next collective.
+        const bool playing = m_replayController->isPlaying();
+        m_start->setEnabled(false);
+        m_pause->setEnabled(true);
+        m_pause->setText(playing ? tr("Pause") : tr("Play"));
+        m_step->setEnabled(true);
+        m_stop->setEnabled(false);
+        m_replayPlay->setText(playing ? tr("Pause") : tr("Play"));
+        return;
+    }
     const bool running = m_engine->isRunning();
     const bool paused = m_engine->isPaused();
     m_start->setEnabled(!running);
@@ -467,30 +597,350 @@ void MainWindow::updateRunActions()
     m_stop->setEnabled(running);
 }
 
-void MainWindow::openSession()
+QWidget *MainWindow::buildTimeline()
+{
+    auto *panel = new QWidget(this);
+    m_timeline = new widgets::TimelineView(panel);
+    m_timeline->setLive(true);
+    m_timeline->data().setCollectiveNames(collectiveNames());
+    m_timeline->setToolTip(QString());
+    m_timeline->setWhatsThis(
+        tr("Wheel: zoom at the pointer. Drag: pan. Shift+drag: zoom to the range. Click: details and tensors. "
+           "Double click: zoom to it. Keys: + - zoom, Left Right pan, Home fit, End follow, Z zoom to the selection."));
+    m_jumpStep = new QSpinBox(panel);
+    m_jumpStep->setRange(0, 100000000);
+    m_jumpStep->setPrefix(tr("step "));
+    m_jumpStep->setToolTip(tr("Show this step on the timeline (Ctrl+G)"));
+    auto *jump = new QPushButton(tr("Go"), panel);
+    auto *fit = new QPushButton(tr("Fit"), panel);
+    fit->setToolTip(tr("Show the whole run (Home)"));
+    auto *follow = new QPushButton(tr("Follow"), panel);
+    follow->setToolTip(tr("Keep the newest events (or the replay position) in view (End)"));
+    auto *png = new QPushButton(tr("PNG..."), panel);
+    png->setToolTip(tr("Save the visible timeline as an image (Ctrl+Shift+P)"));
+    m_timelineDetails = new QLabel(tr("Click a packet, a collective or a compute span for its details."), panel);
+    m_timelineDetails->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_timelineDetails->setWordWrap(true);
+    auto *legend = new QLabel(tr("lanes: compute (forward, backward, optimizer) · collectives · packets sent "
+                                 "(arrows to the receiver; numbered blocks hold packets too close to tell apart)"),
+                              panel);
+    legend->setForegroundRole(QPalette::PlaceholderText);
+    auto *row = new QHBoxLayout;
+    row->addWidget(m_jumpStep);
+    row->addWidget(jump);
+    row->addWidget(fit);
+    row->addWidget(follow);
+    row->addWidget(png);
+    row->addWidget(legend, 1);
+    auto *layout = new QVBoxLayout(panel);
+    layout->setContentsMargins(4, 2, 4, 2);
+    layout->addLayout(row);
+    layout->addWidget(m_timeline, 1);
+    layout->addWidget(m_timelineDetails);
+    auto goToStep = [this] {
+        if (!m_timeline->jumpToStep(m_jumpStep->value()))
+            statusBar()->showMessage(tr("The timeline has no step %1 (yet).").arg(m_jumpStep->value()), 5000);
+        m_timeline->setFocus();
+    };
+    connect(jump, &QPushButton::clicked, this, goToStep);
+    connect(m_jumpStep, &QSpinBox::editingFinished, this, [this, goToStep] {
+        if (m_jumpStep->hasFocus())
+            goToStep();
+    });
+    auto *focusJump = new QAction(tr("Go to step"), this);
+    focusJump->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_G));
+    connect(focusJump, &QAction::triggered, this, [this] {
+        m_jumpStep->setFocus();
+        m_jumpStep->selectAll();
+    });
+    addAction(focusJump);
+    connect(fit, &QPushButton::clicked, m_timeline, &widgets::TimelineView::fitAll);
+    connect(follow, &QPushButton::clicked, this, [this] { m_timeline->setFollowing(true); });
+    connect(png, &QPushButton::clicked, this, &MainWindow::chooseTimelinePng);
+    connect(m_timeline, &widgets::TimelineView::activated, this, &MainWindow::showTimelineItem);
+    return panel;
+}
+
+void MainWindow::buildReplayBar()
+{
+    m_replayBar = new QToolBar(tr("Replay"), this);
+    m_replayBar->setObjectName(QStringLiteral("replay"));
+    addToolBarBreak();
+    addToolBar(m_replayBar);
+    QAction *previous = m_replayBar->addAction(tr("◀ Collective"), this, [this] {
+        if (!m_replayController->previousCollective())
+            statusBar()->showMessage(tr("No earlier collective."), 3000);
+    });
+    previous->setShortcut(Qt::Key_BracketLeft);
+    previous->setToolTip(tr("Go to the previous collective ([)"));
+    m_replayPlay = m_replayBar->addAction(tr("Play"), m_replayController, &ReplayController::togglePlay);
+    m_replayPlay->setToolTip(tr("Play or pause the replay (Space)"));
+    QAction *next = m_replayBar->addAction(tr("Collective ▶"), this, [this] {
+        if (!m_replayController->nextCollective())
+            statusBar()->showMessage(tr("No later collective."), 3000);
+    });
+    next->setShortcut(Qt::Key_BracketRight);
+    next->setToolTip(tr("Go to the next collective (] or N)"));
+    m_replaySpeed = new QComboBox(m_replayBar);
+    for (double speed : {0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 50.0})
+        m_replaySpeed->addItem(tr("%1x").arg(speed), speed);
+    m_replaySpeed->setCurrentIndex(3);
+    m_replaySpeed->setToolTip(tr("Replay speed (1x: as recorded)"));
+    connect(m_replaySpeed, &QComboBox::currentIndexChanged, this,
+            [this](int i) { m_replayController->setSpeed(m_replaySpeed->itemData(i).toDouble()); });
+    m_replayBar->addWidget(m_replaySpeed);
+    m_scrubber = new QSlider(Qt::Horizontal, m_replayBar);
+    m_scrubber->setRange(0, kScrubberSteps);
+    m_scrubber->setMinimumWidth(240);
+    m_scrubber->setToolTip(tr("Drag to move through the recording"));
+    auto seekToSlider = [this] {
+        const qint64 b = m_replayController->beginNs(), e = m_replayController->endNs();
+        m_replayController->seek(b + qint64(double(e - b) * m_scrubber->sliderPosition() / kScrubberSteps));
+    };
+    connect(m_scrubber, &QSlider::sliderMoved, this, seekToSlider);
+    connect(m_scrubber, &QSlider::actionTriggered, this, [this, seekToSlider](int action) {
+        if (action != QAbstractSlider::SliderMove)
+            QTimer::singleShot(0, this, seekToSlider); // after the slider has moved
+    });
+    m_replayBar->addWidget(m_scrubber);
+    m_replayPosition = new QLabel(m_replayBar);
+    m_replayPosition->setMinimumWidth(200);
+    m_replayBar->addWidget(m_replayPosition);
+    m_replayBar->addAction(tr("Close replay"), this, &MainWindow::closeReplay);
+    m_replayBar->hide();
+}
+
+void MainWindow::clearRunViews()
+{
+    m_charts->clear();
+    m_inspector->clear();
+    m_timeline->clear();
+    m_timelineDetails->setText(tr("Click a packet, a collective or a compute span for its details."));
+}
+
+void MainWindow::addTimelineEvents(const QVector<widgets::TimelineFrameSide> &frames,
+                                   const QVector<widgets::TimelineSpan> &spans, qint64 nowNs)
+{
+    if (m_replaying)
+        return; // a session is open; the live run's picture would mix into it
+    widgets::TimelineData &data = m_timeline->data();
+    for (const auto &f : frames)
+        data.addFrame(f);
+    for (const auto &sp : spans)
+        data.addSpan(sp);
+    if (!frames.isEmpty() || !spans.isEmpty())
+        m_timeline->dataChanged();
+    if (m_engine->isRunning())
+        m_timeline->setNow(nowNs);
+}
+
+void MainWindow::showPause(const PauseView &pause)
+{
+    m_inspector->setPause(pause);
+    m_tabs->setCurrentIndex(m_inspectorTab);
+    updateRunActions();
+}
+
+void MainWindow::showTimelineItem(const widgets::TimelineHit &hit)
+{
+    using widgets::TimelineHit;
+    const widgets::TimelineData &data = m_timeline->data();
+    QString text = m_timeline->describe(hit);
+    // Which collective the item belongs to, for its tensor snapshot.
+    std::int64_t step = -1;
+    int kind = -1;
+    quint64 seq = 0;
+    if (hit.kind == TimelineHit::Kind::Packet) {
+        const widgets::TimelinePacket &p = data.packets(hit.lane)[hit.first];
+        kind = p.collective;
+        seq = p.seq;
+        step = data.stepAt(hit.lane, p.sendStartNs, p.collective, p.seq);
+    } else if (hit.kind == TimelineHit::Kind::Span && hit.row == widgets::TimelineData::Row::Collective) {
+        const widgets::StoredSpan &sp = data.spans(hit.lane, hit.row)[hit.first];
+        kind = sp.collective;
+        seq = sp.seq;
+        step = sp.step;
+    }
+    if (kind > 0 && step >= 0) {
+        PauseView snapshot;
+        if (m_replaying) {
+            snapshot = m_replayController->pauseAt(step, kind, seq);
+        } else if (m_livePause.id != 0) {
+            const QString name = data.collectiveName(kind);
+            for (const auto &t : m_livePause.inputs)
+                if (t.step == step && t.collective == name)
+                    snapshot = m_livePause;
+        }
+        if (snapshot.id != 0) {
+            showPause(snapshot);
+            text += tr("\nIts tensors are in the inspector (taken at a pause).");
+        } else {
+            text += tr("\nNo tensor snapshot of this collective: set a breakpoint on it to take one.");
+        }
+    }
+    m_timelineDetails->setText(text.replace('\n', QStringLiteral(" · ")));
+}
+
+void MainWindow::showReplayPosition(qint64 ns)
+{
+    m_timeline->setPlayhead(ns);
+    const qint64 b = m_replayController->beginNs(), e = m_replayController->endNs();
+    if (!m_scrubber->isSliderDown()) {
+        const QSignalBlocker block(m_scrubber);
+        m_scrubber->setValue(e > b ? int(double(ns - b) / double(e - b) * kScrubberSteps) : 0);
+    }
+    const std::int64_t step = m_timeline->data().stepAt(-1, ns);
+    m_replayPosition->setText(tr("%1 / %2 s%3")
+                                  .arg(double(std::max<qint64>(0, ns - b)) / 1e9, 0, 'f', 3)
+                                  .arg(double(e - b) / 1e9, 0, 'f', 3)
+                                  .arg(step >= 0 ? tr(", step %1").arg(step) : QString()));
+}
+
+bool MainWindow::openSession(const QString &path, QString *error, bool quiet)
+{
+    auto refuse = [&](const QString &reason) {
+        if (error)
+            *error = reason;
+        if (!quiet)
+            QMessageBox::warning(this, tr("Open session"), reason);
+        statusBar()->showMessage(reason, 8000);
+        return false;
+    };
+    if (m_engine->isRunning())
+        return refuse(tr("A run is in progress: stop it (Ctrl+.) before opening a session."));
+    if (m_replaying)
+        closeReplay();
+    QString why;
+    m_replaying = true; // the controller's first signals belong to the replay
+    if (!m_replayController->open(path, &why)) {
+        m_replaying = false;
+        if (m_liveState)
+            showState(m_liveState);
+        return refuse(why);
+    }
+    // The whole recording on the timeline, with the playhead at the start.
+    m_timeline->clear();
+    m_timeline->setLive(false);
+    try {
+        const engine::SessionReader &reader = *m_replayController->reader();
+        std::unique_ptr<QProgressDialog> progress;
+        loadTimeline(reader, m_timeline->data(), [&](std::uint64_t done, std::uint64_t total) {
+            if (!progress && total > 200000 && isVisible()) {
+                progress = std::make_unique<QProgressDialog>(tr("Loading the timeline..."), QString(), 0, 1000, this);
+                progress->setWindowModality(Qt::WindowModal);
+                progress->setMinimumDuration(300);
+            }
+            if (progress) {
+                progress->setValue(total ? int(1000.0 * double(done) / double(total)) : 1000);
+                QCoreApplication::processEvents(QEventLoop::ExcludeUserInputEvents);
+            }
+        });
+    } catch (const std::exception &e) {
+        m_replayController->close();
+        m_replaying = false;
+        m_timeline->clear();
+        m_timeline->setLive(true);
+        return refuse(QString::fromUtf8(e.what()));
+    }
+    m_timeline->data().setOriginNs(m_replayController->beginNs() + 1);
+    m_timeline->dataChanged();
+    m_timeline->fitAll();
+    m_timeline->setFollowing(true);
+    showReplayPosition(m_replayController->positionNs());
+    m_replayBar->show();
+    m_exportTrace->setEnabled(true);
+    setWindowTitle(tr("smolcluster: replay of %1").arg(QFileInfo(path).fileName()));
+    statusBar()->showMessage(tr("Replaying %1. Space plays, [ and ] move by collective, Ctrl+W closes.")
+                                 .arg(m_replayController->describe()));
+    updateRunActions();
+    return true;
+}
+
+void MainWindow::closeReplay()
+{
+    if (!m_replaying)
+        return;
+    m_replayController->close();
+    m_replaying = false;
+    m_replayBar->hide();
+    clearRunViews();
+    m_log->clear();
+    m_timeline->setLive(true);
+    m_exportTrace->setEnabled(!m_lastRecording.isEmpty());
+    setWindowTitle(tr("smolcluster"));
+    if (m_liveState)
+        showState(m_liveState);
+    statusBar()->showMessage(tr("Replay closed: the live cluster again."), 5000);
+    updateRunActions();
+}
+
+bool MainWindow::exportTimelinePng(const QString &path, QString *error)
+{
+    const QImage image = m_timeline->renderImage();
+    if (image.isNull() || !image.save(path, "PNG")) {
+        if (error)
+            *error = tr("could not write %1").arg(path);
+        return false;
+    }
+    return true;
+}
+
+bool MainWindow::exportChromeTrace(const QString &path, QString *error)
+{
+    try {
+        if (m_replaying && m_replayController->reader()) {
+            engine::exportChromeTrace(*m_replayController->reader(), path);
+        } else if (!m_lastRecording.isEmpty()) {
+            const engine::SessionReader reader(m_lastRecording);
+            engine::exportChromeTrace(reader, path);
+        } else {
+            if (error)
+                *error = tr("nothing to export: open a session, or record a run (Ctrl+R) first");
+            return false;
+        }
+    } catch (const std::exception &e) {
+        if (error)
+            *error = QString::fromUtf8(e.what());
+        return false;
+    }
+    return true;
+}
+
+void MainWindow::chooseSession()
 {
     const QString path =
         QFileDialog::getOpenFileName(this, tr("Open session"), QString(), tr("Sessions (*.smolrec);;All files (*)"));
+    if (!path.isEmpty())
+        openSession(path);
+}
+
+void MainWindow::chooseTimelinePng()
+{
+    const QString path =
+        QFileDialog::getSaveFileName(this, tr("Export timeline"), QStringLiteral("timeline.png"), tr("PNG images (*.png)"));
     if (path.isEmpty())
         return;
-    try {
-        const engine::SessionReader reader(path);
-        const engine::SessionInfo info = reader.info();
-        QMessageBox::information(
-            this, tr("Session"),
-            tr("%1\n\n%2 on %3 node(s), %4 of %5 steps recorded, %6 s, %7 events, final loss %8.\n\n"
-               "Replay in the window is not written yet; `smolctl export %1 --chrome-trace OUT.json` opens it in "
-               "Perfetto.")
-                .arg(path, QString::fromStdString(info.strategy))
-                .arg(info.nodes)
-                .arg(info.stepsRecorded)
-                .arg(info.stepsPlanned)
-                .arg(double(info.durationNs) / 1e9, 0, 'f', 1)
-                .arg(info.events())
-                .arg(info.finalLoss ? QString::number(*info.finalLoss, 'f', 4) : tr("none")));
-    } catch (const std::exception &e) {
-        QMessageBox::warning(this, tr("Session"), QString::fromUtf8(e.what()));
-    }
+    QString error;
+    if (exportTimelinePng(path, &error))
+        statusBar()->showMessage(tr("Timeline saved to %1").arg(path), 5000);
+    else
+        QMessageBox::warning(this, tr("Export timeline"), error);
+}
+
+void MainWindow::chooseChromeTrace()
+{
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export Chrome trace"), QStringLiteral("session.trace.json"),
+                                                      tr("Chrome trace JSON (*.json)"));
+    if (path.isEmpty())
+        return;
+    QString error;
+    QApplication::setOverrideCursor(Qt::WaitCursor);
+    const bool ok = exportChromeTrace(path, &error);
+    QApplication::restoreOverrideCursor();
+    if (ok)
+        statusBar()->showMessage(tr("Chrome trace saved to %1 (open it in Perfetto)").arg(path), 8000);
+    else
+        QMessageBox::warning(this, tr("Export Chrome trace"), error);
 }
 
 void MainWindow::showRemoteNodes()

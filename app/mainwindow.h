@@ -1,9 +1,16 @@
 // The control panel a teacher drives: the cluster (topology, memory bars,
 // traffic) in the middle; tabs for the selected node's details, memory by
 // category beside the ZeRO formulas, shard ownership, pipeline placement,
-// the tensor inspector and the log; charts along the bottom; run controls in
-// the tool bar. Wiring only: every figure comes from EngineController's
-// snapshots, every action goes to it.
+// the tensor inspector and the log; the packets-in-flight timeline and the
+// charts along the bottom; run controls in the tool bar. Wiring only: every
+// figure comes from EngineController's snapshots, every action goes to it.
+//
+// File > Open session replays a recorded run in the same views: a
+// ReplayController emits the controller's signals from the file, the
+// timeline shows the whole recording with a playhead, and a replay tool bar
+// has the scrubber, play/pause, speed and previous/next collective. While
+// a session is open the live cluster's updates wait; closing the replay
+// (Ctrl+W) shows the live cluster again.
 #pragma once
 
 #include "engine_controller.h"
@@ -23,6 +30,7 @@ class QSpinBox;
 class QSplitter;
 class QTabWidget;
 class QTableView;
+class QToolBar;
 
 namespace smol::widgets {
 class ChartsPanel;
@@ -33,9 +41,13 @@ class PlacementEditor;
 class ShardMapModel;
 class ShardMapView;
 class TensorInspector;
+class TimelineView;
+struct TimelineHit;
 } // namespace smol::widgets
 
 namespace smol::app {
+
+class ReplayController;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -48,6 +60,17 @@ public:
     void setProjectorMode(bool on);
     bool projectorMode() const { return m_projector; }
 
+    // Replay a session file in the window; false (and a message box unless
+    // `quiet`) when it cannot be opened or a run is in progress.
+    bool openSession(const QString &path, QString *error = nullptr, bool quiet = false);
+    void closeReplay();
+    bool isReplaying() const { return m_replaying; }
+    ReplayController *replay() const { return m_replayController; }
+    widgets::TimelineView *timeline() const { return m_timeline; }
+    // Exports (File menu); false with a one-line reason.
+    bool exportTimelinePng(const QString &path, QString *error = nullptr);
+    bool exportChromeTrace(const QString &path, QString *error = nullptr);
+
 public Q_SLOTS:
     void startRun();
     void togglePause();
@@ -57,14 +80,26 @@ private:
     void buildTabs();
     int addPage(QWidget *page, const QString &title);
     void buildMenus();
+    QWidget *buildTimeline();
+    void buildReplayBar();
+    void showTimelineItem(const widgets::TimelineHit &hit);
+    void showPause(const PauseView &pause);
+    void addTimelineEvents(const QVector<widgets::TimelineFrameSide> &frames,
+                           const QVector<widgets::TimelineSpan> &spans, qint64 nowNs);
+    void showReplayPosition(qint64 ns);
+    void clearRunViews();
     void showState(const widgets::ClusterStatePtr &state);
     void showSelectedNode();
     void updateRunActions();
-    void openSession();
+    void chooseSession();
+    void chooseTimelinePng();
+    void chooseChromeTrace();
     void showRemoteNodes();
 
     EngineController *m_engine;
     widgets::ClusterStatePtr m_state;
+    widgets::ClusterStatePtr m_liveState; // the live cluster's newest snapshot (shown again after a replay)
+    PauseView m_livePause;                // the live run's current pause (id 0: none)
     int m_selected = -1;
     bool m_projector = false;
 
@@ -104,6 +139,20 @@ private:
     QAction *m_stop = nullptr;
     QAction *m_record = nullptr;
     QAction *m_projectorAction = nullptr;
+    QAction *m_exportTrace = nullptr;
+    QString m_lastRecording; // the newest live run recorded from this window
+
+    widgets::TimelineView *m_timeline = nullptr;
+    QLabel *m_timelineDetails = nullptr;
+    QSpinBox *m_jumpStep = nullptr;
+
+    ReplayController *m_replayController = nullptr;
+    bool m_replaying = false;
+    QToolBar *m_replayBar = nullptr;
+    QSlider *m_scrubber = nullptr;
+    QComboBox *m_replaySpeed = nullptr;
+    QLabel *m_replayPosition = nullptr;
+    QAction *m_replayPlay = nullptr;
 };
 
 } // namespace smol::app

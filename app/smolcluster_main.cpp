@@ -4,6 +4,7 @@
 // The GUI thread never waits on the network or on training.
 #include "engine_controller.h"
 #include "mainwindow.h"
+#include "replay_controller.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
@@ -27,11 +28,12 @@ struct Options {
     int steps = -1; // -1: not given
     QString strategy = QStringLiteral("ddp");
     QString screenshot;
+    QString replay;
     QString error;
 };
 
 const char kUsage[] = R"(Usage: smolcluster [--nodes N] [--strategy S] [--steps K] [--projector]
-                   [--screenshot FILE.png]
+                   [--replay SESSION] [--screenshot FILE.png]
 
 Opens the control panel with a ready local cluster: N nodes that are
 threads of this process, joined to its coordinator over authenticated TCP
@@ -43,15 +45,24 @@ Options:
   --strategy S           strategy preselected in the tool bar (default ddp)
   --steps K              steps preselected in the tool bar (default 300)
   --projector            start in projector mode (large fonts, high contrast)
+  --replay SESSION       open a recorded session (`smolctl train --record`,
+                         or Ctrl+R here) in the window, as File > Open does
   --screenshot FILE.png  train K steps (default 20) at once, save the window
                          to FILE.png when the run ends and exit (0 if the
-                         run finished and the image is not blank)
+                         run finished and the image is not blank); with
+                         --replay, move the replay to step K (default: the
+                         end) and save the window then
   -h, --help             show this help
   --version              print the version
 
 Keys: Ctrl+Return start, Space pause/resume, N step one collective,
 Ctrl+. stop, Ctrl+R record the next run, Ctrl+O open a session,
-Ctrl+P projector mode, F11 full screen, Ctrl+Q quit.
+Ctrl+W close it, Ctrl+P projector mode, F11 full screen, Ctrl+Q quit.
+Replay: Space play/pause, [ and ] (or N) previous/next collective.
+Timeline: wheel zoom, drag pan, Shift+drag zoom to a range, click for
+details, + - zoom, Home fit, End follow, Z zoom to the selection,
+Ctrl+G go to a step, Ctrl+Shift+P save it as PNG, Ctrl+Shift+T export the
+session as Chrome trace JSON.
 )";
 
 Options parseOptions(const QStringList &args)
@@ -64,7 +75,8 @@ Options parseOptions(const QStringList &args)
     const QCommandLineOption steps(QStringLiteral("steps"), QString(), QStringLiteral("K"));
     const QCommandLineOption strategy(QStringLiteral("strategy"), QString(), QStringLiteral("S"));
     const QCommandLineOption screenshot(QStringLiteral("screenshot"), QString(), QStringLiteral("FILE"));
-    parser.addOptions({help, version, projector, nodes, steps, strategy, screenshot});
+    const QCommandLineOption replay(QStringLiteral("replay"), QString(), QStringLiteral("SESSION"));
+    parser.addOptions({help, version, projector, nodes, steps, strategy, screenshot, replay});
 
     Options options;
     if (!parser.parse(args)) {
@@ -76,6 +88,7 @@ Options parseOptions(const QStringList &args)
     options.version = parser.isSet(version);
     options.projector = parser.isSet(projector);
     options.screenshot = parser.value(screenshot);
+    options.replay = parser.value(replay);
     if (parser.isSet(strategy))
         options.strategy = parser.value(strategy);
     if (parser.isSet(nodes)) {
@@ -164,6 +177,13 @@ int main(int argc, char **argv)
     window.setProjectorMode(options.projector);
     window.show();
 
+    if (!options.replay.isEmpty()) {
+        QString error;
+        if (!window.openSession(options.replay, &error, /*quiet=*/true)) {
+            std::fprintf(stderr, "smolcluster: %s\n", qPrintable(error));
+            return 1;
+        }
+    }
     if (!options.screenshot.isEmpty()) {
         const QString file = options.screenshot;
         auto grab = [&window, file](bool finished) {
@@ -180,6 +200,19 @@ int main(int argc, char **argv)
                 QCoreApplication::exit(finished ? 0 : 1);
             });
         };
+        if (!options.replay.isEmpty()) {
+            smol::app::ReplayController *replay = window.replay();
+            if (options.steps > 0) {
+                if (!replay->seekToStep(options.steps)) {
+                    std::fprintf(stderr, "smolcluster: %s has no step %d\n", qPrintable(options.replay), options.steps);
+                    return 1;
+                }
+            } else {
+                replay->seek(replay->endNs());
+            }
+            grab(true);
+            return app.exec();
+        }
         QObject::connect(&engine, &smol::app::EngineController::runFinished, &window, [grab](const QString &summary) {
             std::printf("smolcluster: %s\n", qPrintable(summary));
             grab(true);

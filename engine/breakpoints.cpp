@@ -11,6 +11,15 @@
 
 namespace smol::engine {
 
+void recordPause(const PauseState &pause, SessionEventSink &sink, std::int64_t nowNs)
+{
+    for (const auto *list : {&pause.inputs, &pause.results})
+        for (const TensorSnapshot &t : *list)
+            sink.onTensor(TensorRecord{nowNs, pause.id, t.node, t.step, t.kind, t.seq, t.name, t.before,
+                                       snapshotToJson(t)});
+}
+
+
 using Clock = std::chrono::steady_clock;
 
 namespace {

@@ -25,6 +25,7 @@
 #include "tensor_snapshot.h"
 
 #include "net/communicator.h"
+#include "engine/session/session_events.h"
 
 #include <atomic>
 #include <chrono>
@@ -51,6 +52,11 @@ struct PauseState {
     std::vector<TensorSnapshot> inputs;  // per held node (thread), node order
     std::vector<TensorSnapshot> results; // after a step(): the stepped collective's results
 };
+
+// A pause's tensors as session records (one per input and result, their
+// snapshots as JSON), handed to `sink` at time `nowNs`: what a recording
+// keeps of a pause, whoever paused (smolctl train --break, the GUI).
+void recordPause(const PauseState &pause, SessionEventSink &sink, std::int64_t nowNs);
 
 class BreakpointController {
 public:

@@ -352,13 +352,8 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
         c.events = recorder.get();
         cluster.events = recorder.get();
         SessionRecorder *rec = recorder.get();
-        breakpoints.setPausedCallback([rec](std::shared_ptr<const PauseState> pause) {
-            const std::int64_t now = net::monotonicNs();
-            for (const auto *list : {&pause->inputs, &pause->results})
-                for (const TensorSnapshot &t : *list)
-                    rec->onTensor(TensorRecord{now, pause->id, t.node, t.step, t.kind, t.seq, t.name, t.before,
-                                               snapshotToJson(t)});
-        });
+        breakpoints.setPausedCallback(
+            [rec](std::shared_ptr<const PauseState> pause) { recordPause(*pause, *rec, net::monotonicNs()); });
     }
     auto finishRecording = [&](std::optional<double> finalLoss) {
         if (!recorder)

@@ -1,0 +1,236 @@
+#include "timeline_bench.h"
+
+#include "engine/session/session_reader.h"
+#include "timeline_feed.h"
+#include "widgets/timeline_renderer.h"
+
+#include <QElapsedTimer>
+#include <QFile>
+#include <QImage>
+#include <QPainter>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+namespace smol::app {
+
+namespace {
+
+const char kUsage[] = R"(Usage: smolctl bench timeline [--packets N] [--nodes K] [--frames F] [--session FILE]
+
+Loads N packets (default 1000000) over K nodes (default 8) into the GUI's
+timeline data, the same way the window does (each packet as a send and a
+receive event, paired), then paints the timeline with the window's renderer
+into a 1920x1080 QImage, offscreen: F frames (default 12) at each of full
+zoom-out, mid zoom (a 1/100 of the run) and deep zoom (100 us across), at
+evenly spread positions. Prints each level's median and worst frame, what
+was drawn, and the memory the loaded events take (their data structures,
+and the process's resident-memory growth while loading).
+
+The events are generated: a ddp-like run (forward, backward, optimizer, two
+ring all-reduces per step, each chunk sent in 4 frames; seeded jitter).
+--session FILE paints a recorded session instead.
+
+Targets: worst frame <= 16 ms; loaded events <= 200 MB.
+Last line: `timeline worst frame ms: X`.
+)";
+
+std::int64_t residentBytes()
+{
+    QFile f(QStringLiteral("/proc/self/statm"));
+    if (!f.open(QIODevice::ReadOnly))
+        return 0;
+    const QList<QByteArray> fields = f.readAll().split(' ');
+    return fields.size() > 1 ? fields[1].toLongLong() * sysconf(_SC_PAGESIZE) : 0;
+}
+
+// A ddp-like run: per step forward, backward, optimizer, and two ring
+// all-reduces of 14 phases (2 (K-1)); in each phase every node sends its
+// chunk to the next in 4 frames.
+void generate(widgets::TimelineData &data, std::uint64_t packets, int nodes)
+{
+    std::mt19937_64 rng(7);
+    std::uniform_int_distribution<int> jitter(0, 20000);
+    data.setCollectiveNames(collectiveNames());
+    QStringList names;
+    for (int r = 0; r < nodes; ++r)
+        names.append(QStringLiteral("node %1").arg(r));
+    data.setNodes(names);
+    const std::uint32_t frameBytes = 65536;
+    const std::int64_t frameNs = 60000, latencyNs = 25000;
+    std::int64_t t = 1'000'000'000;
+    std::uint64_t made = 0, seq = 0;
+    for (std::int64_t step = 0; made < packets; ++step) {
+        const std::int64_t stepStart = t;
+        std::vector<std::int64_t> nodeT(std::size_t(nodes), t);
+        for (int r = 0; r < nodes; ++r) {
+            std::int64_t &nt = nodeT[std::size_t(r)];
+            const std::int64_t f = 2'000'000 + jitter(rng) * 10, b = 3'000'000 + jitter(rng) * 10;
+            data.addSpan({r, widgets::TimelineSpanKind::Forward, QStringLiteral("forward"), nt, nt + f, step, 0, 0, 0});
+            nt += f;
+            data.addSpan({r, widgets::TimelineSpanKind::Backward, QStringLiteral("backward"), nt, nt + b, step, 0, 0, 0});
+            nt += b;
+        }
+        for (int bucket = 0; bucket < 2 && made < packets; ++bucket, ++seq) {
+            std::int64_t start = *std::max_element(nodeT.begin(), nodeT.end());
+            std::vector<std::int64_t> phaseT(std::size_t(nodes), start);
+            for (int phase = 0; phase < 2 * (nodes - 1) && made < packets; ++phase) {
+                std::vector<std::int64_t> arrive(std::size_t(nodes), 0);
+                for (int r = 0; r < nodes && made < packets; ++r) {
+                    const int dst = (r + 1) % nodes;
+                    std::int64_t s = phaseT[std::size_t(r)];
+                    for (int k = 0; k < 4 && made < packets; ++k, ++made) {
+                        const std::int64_t sendEnd = s + frameNs + jitter(rng);
+                        const std::uint32_t tag = std::uint32_t(phase * 4 + k);
+                        data.addFrame({true, r, dst, frameBytes, 6, seq, tag, s, sendEnd, 0});
+                        const std::int64_t recvEnd = sendEnd + latencyNs + jitter(rng);
+                        data.addFrame({false, r, dst, frameBytes, 6, seq, tag, s, 0, recvEnd});
+                        arrive[std::size_t(dst)] = std::max(arrive[std::size_t(dst)], recvEnd);
+                        s = sendEnd;
+                    }
+                }
+                for (int r = 0; r < nodes; ++r)
+                    phaseT[std::size_t(r)] = std::max(phaseT[std::size_t(r)], arrive[std::size_t(r)]);
+            }
+            for (int r = 0; r < nodes; ++r) {
+                data.addSpan({r, widgets::TimelineSpanKind::Collective, QStringLiteral("bucket %1").arg(bucket), start,
+                              phaseT[std::size_t(r)], step, 6, seq, std::uint64_t(frameBytes) * 4 * std::uint64_t(nodes)});
+                nodeT[std::size_t(r)] = phaseT[std::size_t(r)];
+            }
+        }
+        std::int64_t end = 0;
+        for (int r = 0; r < nodes; ++r) {
+            std::int64_t &nt = nodeT[std::size_t(r)];
+            data.addSpan({r, widgets::TimelineSpanKind::Optimizer, QStringLiteral("sgd"), nt, nt + 500'000, step, 0, 0, 0});
+            nt += 500'000;
+            data.addSpan({r, widgets::TimelineSpanKind::Step, QString(), stepStart, nt, step, 0, 0, 0});
+            end = std::max(end, nt);
+        }
+        t = end + 100'000;
+    }
+}
+
+struct Level {
+    const char *name;
+    double fraction; // of the whole range across the width; < 0: absolute ns
+    double ns;
+};
+
+} // namespace
+
+int runTimelineBench(const QStringList &args, QTextStream &out, QTextStream &err)
+{
+    std::uint64_t packets = 1'000'000;
+    int nodes = 8;
+    int frames = 12;
+    QString session;
+    for (int i = 0; i < args.size(); ++i) {
+        const QString &a = args[i];
+        const bool hasValue = i + 1 < args.size();
+        bool ok = true;
+        if (a == QLatin1String("-h") || a == QLatin1String("--help")) {
+            out << kUsage;
+            return 0;
+        } else if (a == QLatin1String("--packets") && hasValue) {
+            packets = args[++i].toULongLong(&ok);
+            ok = ok && packets >= 1 && packets <= 50'000'000;
+        } else if (a == QLatin1String("--nodes") && hasValue) {
+            nodes = args[++i].toInt(&ok);
+            ok = ok && nodes >= 2 && nodes <= 64;
+        } else if (a == QLatin1String("--frames") && hasValue) {
+            frames = args[++i].toInt(&ok);
+            ok = ok && frames >= 1 && frames <= 1000;
+        } else if (a == QLatin1String("--session") && hasValue) {
+            session = args[++i];
+        } else {
+            err << "smolctl: bench timeline: bad or incomplete option '" << a << "' (try --help)" << Qt::endl;
+            return 2;
+        }
+        if (!ok) {
+            err << "smolctl: bench timeline: bad value for " << a
+                << " (--packets 1..50000000, --nodes 2..64, --frames 1..1000)" << Qt::endl;
+            return 2;
+        }
+    }
+
+    widgets::TimelineData data;
+    const std::int64_t rssBefore = residentBytes();
+    QElapsedTimer load;
+    load.start();
+    if (session.isEmpty()) {
+        generate(data, packets, nodes);
+        out << "# " << data.packetCount() << " packets over " << nodes << " nodes, generated (ddp-like ring all-reduce, "
+            << data.spanCount() << " spans, " << data.stepStarts().size() << " steps, "
+            << QString::number(double(data.endNs() - data.beginNs()) / 1e9, 'f', 2) << " s of run)" << Qt::endl;
+    } else {
+        try {
+            engine::SessionReader reader(session);
+            loadTimeline(reader, data);
+        } catch (const std::exception &e) {
+            err << "smolctl: bench timeline: " << e.what() << Qt::endl;
+            return 1;
+        }
+        out << "# " << session << ": " << data.packetCount() << " packets over " << data.laneCount() << " nodes, "
+            << data.spanCount() << " spans" << Qt::endl;
+    }
+    const double loadS = double(load.nsecsElapsed()) / 1e9;
+    data.packetBytes(0, 0, 1); // build the tooltips' byte index too: it is part of what the window holds
+    const std::int64_t rssGrowth = residentBytes() - rssBefore;
+    const double structMb = double(data.memoryBytes()) / 1e6;
+    const double rssMb = double(rssGrowth) / 1e6;
+    out << "loaded in " << QString::number(loadS, 'f', 2) << " s; memory for the loaded events: "
+        << QString::number(structMb, 'f', 1) << " MB in data structures, resident growth "
+        << QString::number(rssMb, 'f', 1) << " MB (target <= 200 MB)" << Qt::endl;
+    if (data.packetCount() == 0) {
+        err << "smolctl: bench timeline: no packets to paint" << Qt::endl;
+        return 1;
+    }
+
+    QImage image(1920, 1080, QImage::Format_ARGB32_Premultiplied);
+    image.fill(Qt::white); // like a window's backing store: allocated and touched before the first frame
+    widgets::TimelineRenderer renderer;
+    renderer.layout(QRectF(0, 0, image.width(), image.height()), data.laneCount());
+    widgets::TimeAxis axis;
+    axis.left = renderer.timeLeft();
+    axis.width = renderer.timeWidth();
+    axis.clampTo(data.beginNs(), data.endNs());
+
+    const Level levels[] = {{"full zoom-out", 1.0, 0}, {"mid zoom (1/100 of the run)", 0.01, 0}, {"deep zoom (100 us)", -1, 100'000}};
+    double worstAll = 0;
+    const double range = double(data.endNs() - data.beginNs());
+    for (const Level &level : levels) {
+        std::vector<double> ms;
+        widgets::TimelineFrameStats last;
+        for (int f = 0; f < frames; ++f) {
+            const double across = level.fraction > 0 ? range * level.fraction : level.ns;
+            const double centre = double(data.beginNs()) + range * (double(f) + 0.5) / double(frames);
+            if (level.fraction >= 1)
+                axis.fit();
+            else
+                axis.showRange(std::int64_t(centre - across / 2), std::int64_t(centre + across / 2));
+            QElapsedTimer t;
+            t.start();
+            {
+                QPainter p(&image);
+                last = renderer.paint(p, data, axis, {});
+            }
+            ms.push_back(double(t.nsecsElapsed()) / 1e6);
+        }
+        std::sort(ms.begin(), ms.end());
+        const double worst = ms.back();
+        worstAll = std::max(worstAll, worst);
+        out << level.name << ": median " << QString::number(ms[ms.size() / 2], 'f', 2) << " ms, worst "
+            << QString::number(worst, 'f', 2) << " ms over " << frames << " frames (last frame: " << last.arrows
+            << " arrows, " << last.packetRuns << " blocks holding " << last.packetsInRuns << " packets, " << last.spans
+            << " spans, " << last.spanRuns << " span blocks)" << Qt::endl;
+    }
+    out << "targets: worst frame <= 16 ms: " << (worstAll <= 16 ? "met" : "NOT met") << "; memory <= 200 MB: "
+        << (std::max(structMb, rssMb) <= 200 ? "met" : "NOT met") << Qt::endl;
+    out << "timeline worst frame ms: " << QString::number(worstAll, 'f', 2) << Qt::endl;
+    return 0;
+}
+
+} // namespace smol::app

@@ -1,0 +1,72 @@
+#include "timeline_feed.h"
+
+#include "engine/session/session_reader.h"
+
+namespace smol::app {
+
+widgets::TimelineFrameSide toTimeline(const net::FrameEvent &e)
+{
+    widgets::TimelineFrameSide f;
+    f.send = e.side == net::FrameEvent::Side::Send;
+    f.src = e.src;
+    f.dst = e.dst;
+    f.bytes = e.bytes;
+    f.collective = int(e.kind);
+    f.seq = e.seq;
+    f.tag = e.tag;
+    f.sendStartNs = e.sendStartNs;
+    f.sendCompleteNs = e.sendCompleteNs;
+    f.recvCompleteNs = e.recvCompleteNs;
+    return f;
+}
+
+widgets::TimelineSpan toTimeline(const engine::SpanEvent &s)
+{
+    widgets::TimelineSpan t;
+    t.node = s.node;
+    t.kind = widgets::TimelineSpanKind(int(s.kind));
+    t.name = QString::fromStdString(s.name);
+    t.startNs = s.startNs;
+    t.endNs = s.endNs;
+    t.step = s.step;
+    t.collective = int(s.collective);
+    t.seq = s.seq;
+    t.bytes = s.bytes;
+    return t;
+}
+
+QStringList collectiveNames()
+{
+    QStringList names;
+    for (int k = 0; k <= int(net::CollectiveKind::Pull); ++k)
+        names.append(QString::fromLatin1(net::collectiveName(net::CollectiveKind(k))));
+    return names;
+}
+
+void loadTimeline(const engine::SessionReader &reader, widgets::TimelineData &data,
+                  const std::function<void(std::uint64_t, std::uint64_t)> &progress)
+{
+    data.clear();
+    data.setCollectiveNames(collectiveNames());
+    QStringList names;
+    for (const engine::SessionNode &n : reader.header().nodeList) {
+        while (names.size() <= n.rank)
+            names.append(QString());
+        if (n.rank >= 0)
+            names[n.rank] = QString::fromStdString(n.name);
+    }
+    data.setNodes(names);
+    const engine::SessionInfo info = reader.info();
+    const std::uint64_t total = info.framesSend + info.framesReceive;
+    std::uint64_t done = 0;
+    reader.forEachFrame([&](const net::FrameEvent &e) {
+        data.addFrame(toTimeline(e));
+        if (progress && ++done % 65536 == 0)
+            progress(done, total);
+    });
+    reader.forEachSpanByStart([&](const engine::SpanEvent &s) { data.addSpan(toTimeline(s)); });
+    if (progress)
+        progress(total, total);
+}
+
+} // namespace smol::app

@@ -1,0 +1,30 @@
+// The engine's events in the timeline's words: frame sides and spans
+// (net/trace.h, engine/session/session_events.h) translated into
+// widgets::TimelineFrameSide / TimelineSpan, and a whole session file loaded
+// into a widgets::TimelineData. The live bridge, the replay and
+// `smolctl bench timeline --session` all go through here.
+#pragma once
+
+#include "engine/session/session_events.h"
+#include "widgets/timeline_data.h"
+
+#include <functional>
+
+namespace smol::engine {
+class SessionReader;
+}
+
+namespace smol::app {
+
+widgets::TimelineFrameSide toTimeline(const net::FrameEvent &e);
+widgets::TimelineSpan toTimeline(const engine::SpanEvent &s);
+// net::collectiveName() by CollectiveKind value.
+QStringList collectiveNames();
+
+// Clears `data` and fills it with the session's nodes, frames and spans.
+// `progress(done, total)` is called now and then (may be empty). Throws
+// engine::SessionError for a damaged file.
+void loadTimeline(const engine::SessionReader &reader, widgets::TimelineData &data,
+                  const std::function<void(std::uint64_t, std::uint64_t)> &progress = {});
+
+} // namespace smol::app

@@ -1,0 +1,563 @@
+#include "timeline_renderer.h"
+
+#include "palette.h"
+
+#include <QFontMetricsF>
+#include <QPainter>
+#include <QPainterPath>
+
+#include <algorithm>
+#include <cmath>
+
+namespace smol::widgets {
+
+namespace {
+
+constexpr double kLabelWidth = 118;
+constexpr std::size_t kMaxMovingPackets = 4000;
+
+QColor withAlpha(QColor c, int alpha)
+{
+    c.setAlpha(alpha);
+    return c;
+}
+
+// 1, 2, 5 x 10^k nanoseconds, at least `ns`.
+double niceStep(double ns)
+{
+    const double p = std::pow(10.0, std::floor(std::log10(std::max(ns, 1e-3))));
+    for (double m : {1.0, 2.0, 5.0, 10.0})
+        if (m * p >= ns)
+            return m * p;
+    return 10 * p;
+}
+
+double distanceToSegment(const QPointF &p, const QLineF &l)
+{
+    const QPointF d = l.p2() - l.p1();
+    const double len2 = d.x() * d.x() + d.y() * d.y();
+    double t = len2 > 0 ? ((p.x() - l.x1()) * d.x() + (p.y() - l.y1()) * d.y()) / len2 : 0;
+    t = std::clamp(t, 0.0, 1.0);
+    const QPointF q = l.p1() + t * d;
+    return std::hypot(p.x() - q.x(), p.y() - q.y());
+}
+
+} // namespace
+
+TimelineRenderer::TimelineRenderer()
+{
+    setProjectorMode(false);
+}
+
+void TimelineRenderer::setProjectorMode(bool on)
+{
+    m_projector = on;
+    m_font = QFont();
+    m_font.setPixelSize(on ? 16 : 11);
+    // Two rows of text: step numbers above, times below.
+    m_rulerHeight = 2 * QFontMetricsF(m_font).height() + 6;
+}
+
+void TimelineRenderer::layout(const QRectF &rect, int lanes)
+{
+    m_rect = rect;
+    m_lanes = std::max(lanes, 0);
+    m_timeLeft = rect.left() + (m_projector ? kLabelWidth * 1.3 : kLabelWidth);
+    const double avail = rect.height() - m_rulerHeight;
+    m_laneHeight = m_lanes > 0 ? std::clamp(avail / m_lanes, 36.0, m_projector ? 160.0 : 120.0) : 60;
+}
+
+QRectF TimelineRenderer::laneRect(int lane) const
+{
+    return QRectF(m_rect.left(), m_rect.top() + m_rulerHeight + lane * m_laneHeight, m_rect.width(), m_laneHeight);
+}
+
+QRectF TimelineRenderer::rowRect(int lane, TimelineData::Row row) const
+{
+    const QRectF l = laneRect(lane);
+    const double h = l.height();
+    switch (row) {
+    case TimelineData::Row::Compute:
+        return QRectF(m_timeLeft, l.top() + 0.08 * h, timeWidth(), 0.30 * h);
+    case TimelineData::Row::Collective:
+        return QRectF(m_timeLeft, l.top() + 0.42 * h, timeWidth(), 0.24 * h);
+    case TimelineData::Row::Pause:
+        break;
+    }
+    return QRectF(m_timeLeft, l.top(), timeWidth(), h);
+}
+
+double TimelineRenderer::packetY(int lane) const
+{
+    const QRectF l = laneRect(lane);
+    return l.top() + 0.82 * l.height();
+}
+
+int TimelineRenderer::laneAt(double y) const
+{
+    const double rel = y - m_rect.top() - m_rulerHeight;
+    if (rel < 0 || m_laneHeight <= 0)
+        return -1;
+    const int lane = int(rel / m_laneHeight);
+    return lane < m_lanes ? lane : -1;
+}
+
+QColor TimelineRenderer::collectiveColour(int kind) const
+{
+    // Okabe-Ito, by net::CollectiveKind value.
+    switch (kind) {
+    case 1: // send/recv
+        return QColor(0xD5, 0x5E, 0x00);
+    case 2: // broadcast
+        return QColor(0xCC, 0x79, 0xA7);
+    case 4: // reduce-scatter
+        return QColor(0xE6, 0x9F, 0x00);
+    case 5: // all-gather
+        return QColor(0x00, 0x9E, 0x73);
+    case 6: // all-reduce
+        return QColor(0x00, 0x72, 0xB2);
+    case 9: // push
+        return QColor(0x56, 0xB4, 0xE9);
+    case 10: // pull
+        return QColor(0xB8, 0xA9, 0x00);
+    default:
+        return QColor(0x80, 0x80, 0x80);
+    }
+}
+
+QColor TimelineRenderer::spanColour(TimelineSpanKind kind) const
+{
+    switch (kind) {
+    case TimelineSpanKind::Forward:
+        return QColor(0x9E, 0xCA, 0xE1);
+    case TimelineSpanKind::Backward:
+        return QColor(0x3F, 0x7F, 0xB5);
+    case TimelineSpanKind::Optimizer:
+        return QColor(0x8F, 0xC9, 0x6B);
+    case TimelineSpanKind::Pause:
+        return QColor(0xC0, 0x39, 0x2B);
+    default:
+        return QColor(0x99, 0x99, 0x99);
+    }
+}
+
+QString TimelineRenderer::formatDuration(double ns)
+{
+    const double a = std::abs(ns);
+    if (a >= 1e9)
+        return QStringLiteral("%1 s").arg(ns / 1e9, 0, 'f', a >= 1e10 ? 2 : 3);
+    if (a >= 1e6)
+        return QStringLiteral("%1 ms").arg(ns / 1e6, 0, 'f', a >= 1e8 ? 0 : a >= 1e7 ? 1 : 2);
+    if (a >= 1e3)
+        return QStringLiteral("%1 µs").arg(ns / 1e3, 0, 'f', a >= 1e5 ? 0 : a >= 1e4 ? 1 : 2);
+    return QStringLiteral("%1 ns").arg(ns, 0, 'f', a >= 10 ? 0 : 1);
+}
+
+TimelineFrameStats TimelineRenderer::paint(QPainter &p, const TimelineData &data, const TimeAxis &axis,
+                                           const TimelineOverlay &overlay)
+{
+    TimelineFrameStats stats;
+    m_hits.clear();
+    const Palette &pal = Palette::forMode(m_projector);
+    p.save();
+    p.setFont(m_font);
+    p.fillRect(m_rect, pal.background);
+    p.setClipRect(m_rect);
+    const QFontMetricsF fm(m_font);
+
+    // Lanes: alternating bands and their names.
+    for (int lane = 0; lane < m_lanes && lane < data.laneCount(); ++lane) {
+        const QRectF r = laneRect(lane);
+        if (lane % 2 == 1)
+            p.fillRect(QRectF(m_rect.left(), r.top(), m_rect.width(), r.height()), withAlpha(pal.grid, 40));
+        p.setPen(pal.text);
+        const QRectF label(m_rect.left() + 6, r.top(), m_timeLeft - m_rect.left() - 10, r.height());
+        p.drawText(label, Qt::AlignLeft | Qt::AlignVCenter,
+                   fm.elidedText(data.laneName(lane), Qt::ElideRight, label.width()));
+    }
+
+    p.save();
+    p.setClipRect(QRectF(m_timeLeft, m_rect.top(), timeWidth(), m_rect.height()));
+    paintRuler(p, data, axis);
+    for (int lane = 0; lane < m_lanes && lane < data.laneCount(); ++lane) {
+        paintSpans(p, data, axis, lane, TimelineData::Row::Pause, stats);
+        paintSpans(p, data, axis, lane, TimelineData::Row::Compute, stats);
+        paintSpans(p, data, axis, lane, TimelineData::Row::Collective, stats);
+    }
+    p.setRenderHint(QPainter::Antialiasing, true);
+    for (int lane = 0; lane < m_lanes && lane < data.laneCount(); ++lane)
+        paintPackets(p, data, axis, lane, overlay, stats);
+    paintInFlight(p, data, axis, overlay, stats);
+    p.setRenderHint(QPainter::Antialiasing, false);
+
+    if (overlay.playheadNs != TimelineOverlay::kNone) {
+        const double x = axis.x(overlay.playheadNs);
+        if (x < m_rect.right())
+            p.fillRect(QRectF(std::max(x, m_timeLeft), m_rect.top() + m_rulerHeight, m_rect.right() - std::max(x, m_timeLeft),
+                              m_rect.height() - m_rulerHeight),
+                       withAlpha(pal.background, 150));
+        p.setPen(QPen(QColor(0xC0, 0x39, 0x2B), m_projector ? 3 : 2));
+        p.drawLine(QPointF(x, m_rect.top()), QPointF(x, m_rect.bottom()));
+    }
+    if (overlay.nowNs != TimelineOverlay::kNone) {
+        const double x = axis.x(overlay.nowNs);
+        p.setPen(QPen(withAlpha(pal.text, 120), 1, Qt::DashLine));
+        p.drawLine(QPointF(x, m_rect.top() + m_rulerHeight), QPointF(x, m_rect.bottom()));
+    }
+    if (overlay.bandStartNs != TimelineOverlay::kNone && overlay.bandEndNs != TimelineOverlay::kNone) {
+        const double x0 = axis.x(std::min(overlay.bandStartNs, overlay.bandEndNs));
+        const double x1 = axis.x(std::max(overlay.bandStartNs, overlay.bandEndNs));
+        p.fillRect(QRectF(x0, m_rect.top(), x1 - x0, m_rect.height()), withAlpha(pal.selection, 60));
+        p.setPen(pal.selection);
+        p.drawLine(QPointF(x0, m_rect.top()), QPointF(x0, m_rect.bottom()));
+        p.drawLine(QPointF(x1, m_rect.top()), QPointF(x1, m_rect.bottom()));
+    }
+    if (overlay.hovered.kind != TimelineHit::Kind::None && overlay.hovered != overlay.selected)
+        outline(p, data, axis, overlay.hovered, withAlpha(pal.text, 140));
+    if (overlay.selected.kind != TimelineHit::Kind::None)
+        outline(p, data, axis, overlay.selected, pal.selection);
+    p.restore();
+
+    p.setPen(pal.grid);
+    p.drawLine(QPointF(m_timeLeft, m_rect.top()), QPointF(m_timeLeft, m_rect.bottom()));
+    if (data.beginNs() > data.endNs()) {
+        p.setPen(pal.mutedText);
+        p.drawText(m_rect.adjusted(m_timeLeft - m_rect.left(), m_rulerHeight, 0, 0), Qt::AlignCenter,
+                   QStringLiteral("No events yet: start a run or open a session."));
+    }
+    p.restore();
+    return stats;
+}
+
+void TimelineRenderer::paintRuler(QPainter &p, const TimelineData &data, const TimeAxis &axis)
+{
+    const Palette &pal = Palette::forMode(m_projector);
+    const QFontMetricsF fm(m_font);
+    const std::int64_t origin = data.beginNs() <= data.endNs() ? data.originNs() : axis.startNs;
+    const double minGapPx = fm.horizontalAdvance(QStringLiteral("00.000000 s")) + 16;
+    const double step = niceStep(minGapPx * axis.nsPerPixel);
+    const double firstRel = std::ceil(double(axis.startNs - origin) / step) * step;
+    const int decimals = std::clamp(int(std::ceil(-std::log10(step / 1e9) - 1e-9)), 0, 9);
+    p.setPen(pal.grid);
+    p.drawLine(QPointF(m_timeLeft, m_rect.top() + m_rulerHeight - 0.5), QPointF(m_rect.right(), m_rect.top() + m_rulerHeight - 0.5));
+    for (double rel = firstRel;; rel += step) {
+        const double x = axis.x(origin + std::int64_t(std::llround(rel)));
+        if (x > m_rect.right())
+            break;
+        p.setPen(withAlpha(pal.grid, 90));
+        p.drawLine(QPointF(x, m_rect.top() + m_rulerHeight), QPointF(x, m_rect.bottom()));
+        p.setPen(pal.mutedText);
+        p.drawLine(QPointF(x, m_rect.top() + m_rulerHeight - 5), QPointF(x, m_rect.top() + m_rulerHeight));
+        p.drawText(QPointF(x + 3, m_rect.top() + m_rulerHeight - 4 - fm.descent()),
+                   QStringLiteral("%1 s").arg(rel / 1e9, 0, 'f', decimals));
+    }
+    // Step boundaries, thinned to one label per ~70 px.
+    const auto &steps = data.stepStarts();
+    if (steps.empty())
+        return;
+    const double labelGap = fm.horizontalAdvance(QStringLiteral("step 00000")) + 10;
+    double lastLine = -1e9, lastLabel = -1e9;
+    const std::int64_t t0 = axis.startNs, t1 = axis.endNs();
+    QPen line(withAlpha(pal.mutedText, 110), 1, Qt::DotLine);
+    for (const auto &[step, start] : steps) {
+        if (start < t0 || start > t1)
+            continue;
+        const double x = axis.x(start);
+        if (x - lastLine < 6)
+            continue;
+        lastLine = x;
+        p.setPen(line);
+        p.drawLine(QPointF(x, m_rect.top()), QPointF(x, m_rect.bottom()));
+        if (x - lastLabel >= labelGap) {
+            lastLabel = x;
+            p.setPen(pal.text);
+            p.drawText(QPointF(x + 3, m_rect.top() + fm.ascent() + 2), QStringLiteral("step %1").arg(step));
+        }
+    }
+}
+
+void TimelineRenderer::paintSpans(QPainter &p, const TimelineData &data, const TimeAxis &axis, int lane,
+                                  TimelineData::Row row, TimelineFrameStats &stats)
+{
+    const Palette &pal = Palette::forMode(m_projector);
+    const QFontMetricsF fm(m_font);
+    const std::int64_t t0 = axis.startNs, t1 = axis.endNs();
+    const QRectF band = rowRect(lane, row);
+    const auto &spans = data.spans(lane, row);
+    const auto items = data.collapseSpans(lane, row, axis, t0, t1, kMinSpanPx);
+    const double textMin = fm.horizontalAdvance(QStringLiteral("0000")) + 6;
+    for (const LodItem &it : items) {
+        const double x0 = std::max(axis.x(it.startNs), m_timeLeft - 2);
+        const double x1 = std::min(axis.x(it.endNs), m_rect.right() + 2);
+        const double w = std::max(x1 - x0, 1.0);
+        const QRectF r(x0, band.top(), w, band.height());
+        const StoredSpan &s = spans[it.first];
+        TimelineHit hit;
+        hit.lane = lane;
+        hit.row = row;
+        hit.first = it.first;
+        hit.count = it.count;
+        hit.startNs = it.startNs;
+        hit.endNs = it.endNs;
+        if (row == TimelineData::Row::Pause) {
+            // A pause shades the whole lane, hatched, and says so.
+            QColor c = spanColour(TimelineSpanKind::Pause);
+            p.fillRect(r, withAlpha(c, 40));
+            p.fillRect(r, QBrush(withAlpha(c, 110), Qt::BDiagPattern));
+            p.setPen(c);
+            if (w >= textMin * 2)
+                p.drawText(r.adjusted(3, 2, -2, 0), Qt::AlignLeft | Qt::AlignTop,
+                           fm.elidedText(QStringLiteral("paused: ") + data.name(s.name), Qt::ElideRight, w - 6));
+            hit.kind = it.count == 1 ? TimelineHit::Kind::Span : TimelineHit::Kind::SpanRun;
+            m_hits.push_back(HitItem{hit, r, {}});
+            ++stats.spans;
+            continue;
+        }
+        if (it.count == 1) {
+            const QColor c = row == TimelineData::Row::Collective ? collectiveColour(s.collective) : spanColour(s.kind);
+            p.fillRect(r, c);
+            if (w >= textMin) {
+                const QString text = row == TimelineData::Row::Collective
+                                         ? QStringLiteral("%1 #%2").arg(data.collectiveName(s.collective)).arg(s.seq)
+                                         : data.name(s.name);
+                p.setPen(c.lightness() > 150 ? QColor(Qt::black) : QColor(Qt::white));
+                const QRectF visible = r.intersected(QRectF(m_timeLeft, r.top(), timeWidth(), r.height()));
+                p.drawText(visible.adjusted(3, 0, -2, 0), Qt::AlignLeft | Qt::AlignVCenter,
+                           fm.elidedText(text, Qt::ElideRight, visible.width() - 5));
+            }
+            hit.kind = TimelineHit::Kind::Span;
+            ++stats.spans;
+        } else {
+            // A run too small to see apart: a grey block with its count.
+            const QColor c = row == TimelineData::Row::Collective ? collectiveColour(s.collective) : pal.mutedText;
+            p.fillRect(r, withAlpha(c, 150));
+            if (w >= textMin) {
+                p.setPen(pal.background);
+                p.drawText(r, Qt::AlignCenter, QString::number(it.count));
+            }
+            hit.kind = TimelineHit::Kind::SpanRun;
+            ++stats.spanRuns;
+        }
+        m_hits.push_back(HitItem{hit, r, {}});
+    }
+}
+
+void TimelineRenderer::paintPackets(QPainter &p, const TimelineData &data, const TimeAxis &axis, int lane,
+                                    const TimelineOverlay &overlay, TimelineFrameStats &stats)
+{
+    const Palette &pal = Palette::forMode(m_projector);
+    const QFontMetricsF fm(m_font);
+    // A packet's arrow may start left of the view and end inside it.
+    const std::int64_t t0 = axis.startNs - data.longestFlightNs(lane), t1 = axis.endNs();
+    const auto &packets = data.packets(lane);
+    const auto items = data.collapsePackets(lane, axis, t0, t1, kMinPacketPx, kMaxPacketRunPx);
+    const double y0 = packetY(lane);
+    const double strip = std::max(8.0, 0.14 * m_laneHeight);
+    const double textMin = fm.horizontalAdvance(QStringLiteral("0000")) + 6;
+    const double headLen = m_projector ? 9 : 6;
+    for (const LodItem &it : items) {
+        TimelineHit hit;
+        hit.lane = lane;
+        hit.first = it.first;
+        hit.count = it.count;
+        hit.startNs = it.startNs;
+        hit.endNs = it.endNs;
+        if (it.count == 1) {
+            const TimelinePacket &pk = packets[it.first];
+            if (!pk.received() && overlay.nowNs != TimelineOverlay::kNone)
+                continue; // drawn moving by paintInFlight
+            const std::int64_t end = pk.received() ? pk.recvEndNs : pk.sendEndNs;
+            const QPointF a(axis.x(pk.sendStartNs), y0);
+            const QPointF b(axis.x(end), packetY(pk.dst));
+            if (std::max(a.x(), b.x()) < m_timeLeft)
+                continue;
+            const QColor c = collectiveColour(pk.collective);
+            p.setPen(QPen(c, m_projector ? 2.2 : 1.3, pk.received() ? Qt::SolidLine : Qt::DashLine));
+            p.drawLine(a, b);
+            // Arrow head at the receiver.
+            const QLineF l(b, a);
+            if (l.length() > headLen) {
+                QLineF h1 = l;
+                h1.setLength(headLen);
+                h1.setAngle(l.angle() + 25);
+                QLineF h2 = l;
+                h2.setLength(headLen);
+                h2.setAngle(l.angle() - 25);
+                p.drawLine(h1);
+                p.drawLine(h2);
+            }
+            hit.kind = TimelineHit::Kind::Packet;
+            hit.endNs = end;
+            m_hits.push_back(HitItem{hit, {}, QLineF(a, b)});
+            ++stats.arrows;
+        } else {
+            const double x0 = axis.x(it.startNs);
+            const double x1 = std::max(axis.x(it.endNs), x0 + kMinPacketPx);
+            const QRectF r(x0, y0 - strip / 2, x1 - x0, strip);
+            const QColor c = collectiveColour(packets[it.first].collective);
+            p.setPen(Qt::NoPen);
+            p.fillRect(r, withAlpha(c, 170));
+            if (r.width() >= textMin) {
+                p.setPen(pal.background);
+                p.drawText(r, Qt::AlignCenter, QString::number(it.count));
+            }
+            hit.kind = TimelineHit::Kind::PacketRun;
+            m_hits.push_back(HitItem{hit, r, {}});
+            ++stats.packetRuns;
+            stats.packetsInRuns += it.count;
+        }
+    }
+}
+
+void TimelineRenderer::paintInFlight(QPainter &p, const TimelineData &data, const TimeAxis &axis,
+                                     const TimelineOverlay &overlay, TimelineFrameStats &stats)
+{
+    const double dot = m_projector ? 5 : 3.5;
+    if (overlay.nowNs != TimelineOverlay::kNone) {
+        // Live: sent, not yet received; the head is at "now" on the receiver's lane.
+        for (const auto &u : data.unreceived(kMaxMovingPackets)) {
+            if (u.src >= m_lanes || u.dst >= m_lanes)
+                continue;
+            const QPointF a(axis.x(u.sendStartNs), packetY(u.src));
+            const QPointF b(axis.x(std::max(overlay.nowNs, u.sendStartNs)), packetY(u.dst));
+            const QColor c = collectiveColour(u.collective);
+            p.setPen(QPen(c, m_projector ? 2.2 : 1.3, Qt::DashLine));
+            p.drawLine(a, b);
+            p.setPen(Qt::NoPen);
+            p.setBrush(c);
+            p.drawEllipse(b, dot, dot);
+            ++stats.inFlight;
+        }
+        p.setBrush(Qt::NoBrush);
+    }
+    if (overlay.playheadNs == TimelineOverlay::kNone)
+        return;
+    // Replay: packets on their way at the playhead, a dot where they are.
+    const std::int64_t t = overlay.playheadNs;
+    std::size_t drawn = 0;
+    for (int lane = 0; lane < m_lanes && lane < data.laneCount() && drawn < kMaxMovingPackets; ++lane) {
+        const auto &v = data.packets(lane);
+        auto it = std::lower_bound(v.begin(), v.end(), t - data.longestFlightNs(lane),
+                                   [](const TimelinePacket &q, std::int64_t x) { return q.sendStartNs < x; });
+        for (; it != v.end() && it->sendStartNs <= t && drawn < kMaxMovingPackets; ++it) {
+            if (!it->received() || it->recvEndNs <= t)
+                continue;
+            const double f = double(t - it->sendStartNs) / double(std::max<std::int64_t>(1, it->recvEndNs - it->sendStartNs));
+            const QPointF a(axis.x(it->sendStartNs), packetY(lane));
+            const QPointF b(axis.x(it->recvEndNs), packetY(it->dst));
+            const QColor c = collectiveColour(it->collective);
+            p.setPen(QPen(c, m_projector ? 2.6 : 1.6));
+            p.drawLine(a, a + f * (b - a));
+            p.setPen(Qt::NoPen);
+            p.setBrush(c);
+            p.drawEllipse(a + f * (b - a), dot, dot);
+            ++drawn;
+        }
+    }
+    p.setBrush(Qt::NoBrush);
+    stats.inFlight += drawn;
+}
+
+void TimelineRenderer::outline(QPainter &p, const TimelineData &, const TimeAxis &, const TimelineHit &hit, const QColor &c)
+{
+    for (const HitItem &h : m_hits) {
+        if (h.hit != hit)
+            continue;
+        if (!h.rect.isEmpty()) {
+            p.setPen(QPen(c, 2));
+            p.setBrush(Qt::NoBrush);
+            p.drawRect(h.rect.adjusted(-1, -1, 1, 1));
+        } else {
+            p.setPen(QPen(c, m_projector ? 4 : 3));
+            p.drawLine(h.line);
+        }
+        return;
+    }
+}
+
+TimelineHit TimelineRenderer::hitTest(const QPointF &pos) const
+{
+    if (pos.x() < m_timeLeft)
+        return {};
+    // Arrows first (they cross spans), nearest within 4 px; then rectangles.
+    const HitItem *best = nullptr;
+    double bestDistance = m_projector ? 6 : 4;
+    for (const HitItem &h : m_hits) {
+        if (!h.rect.isEmpty())
+            continue;
+        const double d = distanceToSegment(pos, h.line);
+        if (d <= bestDistance) {
+            bestDistance = d;
+            best = &h;
+        }
+    }
+    if (best)
+        return best->hit;
+    for (auto it = m_hits.rbegin(); it != m_hits.rend(); ++it)
+        if (!it->rect.isEmpty() && it->rect.adjusted(-1, -1, 1, 1).contains(pos) &&
+            it->hit.row != TimelineData::Row::Pause)
+            return it->hit;
+    for (auto it = m_hits.rbegin(); it != m_hits.rend(); ++it)
+        if (!it->rect.isEmpty() && it->rect.contains(pos))
+            return it->hit;
+    return {};
+}
+
+QString TimelineRenderer::describe(const TimelineData &data, const TimelineHit &hit)
+{
+    const std::int64_t origin = data.originNs();
+    const auto at = [&](std::int64_t t) { return QStringLiteral("%1 s").arg(double(t - origin) / 1e9, 0, 'f', 6); };
+    switch (hit.kind) {
+    case TimelineHit::Kind::None:
+        return {};
+    case TimelineHit::Kind::Packet: {
+        const TimelinePacket &pk = data.packets(hit.lane)[hit.first];
+        QString s = QStringLiteral("%1 #%2: %3 → %4\n%5 payload\nsent at %6")
+                        .arg(data.collectiveName(pk.collective))
+                        .arg(pk.seq)
+                        .arg(data.laneName(pk.src), data.laneName(pk.dst), formatBytes(std::int64_t(pk.bytes)),
+                             at(pk.sendStartNs));
+        if (pk.received())
+            s += QStringLiteral(", received %1 later").arg(formatDuration(double(pk.recvEndNs - pk.sendStartNs)));
+        else
+            s += QStringLiteral(", not received yet");
+        const std::int64_t step = data.stepAt(hit.lane, pk.sendStartNs, pk.collective, pk.seq);
+        if (step >= 0)
+            s += QStringLiteral("\nstep %1").arg(step);
+        return s;
+    }
+    case TimelineHit::Kind::PacketRun:
+        return QStringLiteral("%1 packets from %2, %3\n%4 to %5 (zoom in to see them)")
+            .arg(hit.count)
+            .arg(data.laneName(hit.lane), formatBytes(std::int64_t(data.packetBytes(hit.lane, hit.first, hit.count))),
+                 at(hit.startNs), at(hit.endNs));
+    case TimelineHit::Kind::Span: {
+        const StoredSpan &s = data.spans(hit.lane, hit.row)[hit.first];
+        QString what;
+        if (s.kind == TimelineSpanKind::Collective)
+            what = QStringLiteral("%1 #%2 (%3), %4 buffer")
+                       .arg(data.collectiveName(s.collective))
+                       .arg(s.seq)
+                       .arg(data.name(s.name), formatBytes(std::int64_t(s.bytes)));
+        else if (s.kind == TimelineSpanKind::Pause)
+            what = QStringLiteral("paused: %1").arg(data.name(s.name));
+        else
+            what = QStringLiteral("%1 %2")
+                       .arg(s.kind == TimelineSpanKind::Forward    ? QStringLiteral("forward")
+                            : s.kind == TimelineSpanKind::Backward ? QStringLiteral("backward")
+                                                                   : QStringLiteral("optimizer"),
+                            data.name(s.name));
+        return QStringLiteral("%1 on %2\nstep %3, %4 from %5")
+            .arg(what.trimmed(), data.laneName(hit.lane))
+            .arg(s.step)
+            .arg(formatDuration(double(s.endNs - s.startNs)), at(s.startNs));
+    }
+    case TimelineHit::Kind::SpanRun:
+        return QStringLiteral("%1 spans on %2\n%3 to %4 (zoom in to see them)")
+            .arg(hit.count)
+            .arg(data.laneName(hit.lane), at(hit.startNs), at(hit.endNs));
+    }
+    return {};
+}
+
+} // namespace smol::widgets

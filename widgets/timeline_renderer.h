@@ -1,0 +1,135 @@
+// Paints a TimelineData through a TimeAxis with any QPainter: the timeline
+// widget's paintEvent, `smolctl bench timeline` (a 1920x1080 QImage) and the
+// PNG export use this one code. Qt Gui only, no widgets.
+//
+// Picture, top to bottom: a time ruler (seconds since the data began, with
+// step boundaries), then one lane per node. A lane has three rows: compute
+// spans (forward, backward, optimizer), collective spans, and the packet
+// strip where the node's sends leave from; each packet is an arrow from its
+// sender's strip at its send start to its receiver's strip at its receive
+// end. Pauses shade the lanes of the paused nodes. Whatever is too small to
+// see collapses into a counted block (TimelineData::collapse*).
+//
+// Live: a packet whose receive has not arrived is drawn to "now" on its
+// receiver's lane, dashed, with a dot at its head. Replay: past the
+// playhead the picture is dimmed, and a packet in flight at the playhead
+// carries a dot where it is along its arrow.
+#pragma once
+
+#include "timeline_axis.h"
+#include "timeline_data.h"
+
+#include <QColor>
+#include <QFont>
+#include <QLineF>
+#include <QPointF>
+#include <QRectF>
+#include <QString>
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+class QPainter;
+
+namespace smol::widgets {
+
+// What a click or hover lands on.
+struct TimelineHit {
+    enum class Kind { None, Packet, PacketRun, Span, SpanRun };
+    Kind kind = Kind::None;
+    int lane = -1;
+    TimelineData::Row row = TimelineData::Row::Compute;
+    std::size_t first = 0;
+    std::size_t count = 0;
+    std::int64_t startNs = 0;
+    std::int64_t endNs = 0;
+    bool operator==(const TimelineHit &o) const
+    {
+        return kind == o.kind && lane == o.lane && row == o.row && first == o.first && count == o.count;
+    }
+    bool operator!=(const TimelineHit &o) const { return !(*this == o); }
+};
+
+struct TimelineOverlay {
+    static constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::min();
+    std::int64_t nowNs = kNone;      // live: unreceived packets reach to here
+    std::int64_t playheadNs = kNone; // replay: the position
+    std::int64_t bandStartNs = kNone, bandEndNs = kNone; // a zoom-to selection being dragged
+    TimelineHit selected;
+    TimelineHit hovered;
+};
+
+struct TimelineFrameStats {
+    std::size_t arrows = 0;      // packets drawn one by one
+    std::size_t packetRuns = 0;  // collapsed blocks of packets
+    std::size_t packetsInRuns = 0;
+    std::size_t spans = 0;
+    std::size_t spanRuns = 0;
+    std::size_t inFlight = 0;    // packets drawn moving
+};
+
+class TimelineRenderer {
+public:
+    // Below this many pixels apart, packets collapse; spans narrower than
+    // kMinSpanPx collapse with their narrow neighbours.
+    static constexpr double kMinPacketPx = 5;
+    static constexpr double kMinSpanPx = 3;
+    // A block of packets spans at most this much; busy stretches become a
+    // row of counted blocks.
+    static constexpr double kMaxPacketRunPx = 64;
+
+    TimelineRenderer();
+
+    void setProjectorMode(bool on);
+    bool projectorMode() const { return m_projector; }
+
+    // The geometry for a widget or image of `size`: lane label column, ruler,
+    // lanes. The axis's left and width must come from here.
+    void layout(const QRectF &rect, int lanes);
+    double timeLeft() const { return m_timeLeft; }
+    double timeWidth() const { return m_rect.right() - m_timeLeft; }
+    int laneAt(double y) const; // -1 outside the lanes
+    QRectF laneRect(int lane) const;
+    QRectF rowRect(int lane, TimelineData::Row row) const;
+    double packetY(int lane) const;
+
+    TimelineFrameStats paint(QPainter &painter, const TimelineData &data, const TimeAxis &axis,
+                             const TimelineOverlay &overlay);
+
+    // Against the last paint(): what is under `pos` (arrows within 4 px).
+    TimelineHit hitTest(const QPointF &pos) const;
+
+    static QString describe(const TimelineData &data, const TimelineHit &hit);
+    // "1.250 s", "350 µs", "12 ns": a duration in the unit that suits it.
+    static QString formatDuration(double ns);
+
+private:
+    struct HitItem {
+        TimelineHit hit;
+        QRectF rect;   // spans and blocks
+        QLineF line;   // arrows (rect empty)
+    };
+    QColor collectiveColour(int kind) const;
+    QColor spanColour(TimelineSpanKind kind) const;
+    void paintRuler(QPainter &p, const TimelineData &data, const TimeAxis &axis);
+    void paintSpans(QPainter &p, const TimelineData &data, const TimeAxis &axis, int lane, TimelineData::Row row,
+                    TimelineFrameStats &stats);
+    void paintPackets(QPainter &p, const TimelineData &data, const TimeAxis &axis, int lane,
+                      const TimelineOverlay &overlay, TimelineFrameStats &stats);
+    void paintInFlight(QPainter &p, const TimelineData &data, const TimeAxis &axis, const TimelineOverlay &overlay,
+                       TimelineFrameStats &stats);
+    void outline(QPainter &p, const TimelineData &data, const TimeAxis &axis, const TimelineHit &hit, const QColor &c);
+
+    bool m_projector = false;
+    QRectF m_rect;
+    double m_timeLeft = 0;
+    double m_rulerHeight = 22;
+    double m_laneHeight = 60;
+    int m_lanes = 0;
+    QFont m_font;
+    std::vector<HitItem> m_hits;
+};
+
+} // namespace smol::widgets

@@ -1,0 +1,107 @@
+// The packets-in-flight timeline: one lane per node, compute and collective
+// spans, every packet an arrow from sender to receiver (TimelineRenderer
+// paints it; TimelineData holds it). Live runs and replays use the same
+// widget: live, it follows the newest events and draws packets still in
+// flight up to "now"; in a replay it shows the whole recording with a
+// playhead, and packets in flight at the playhead move along their arrows.
+//
+// Mouse: wheel zooms at the pointer, drag pans, Shift+drag (or a right-button
+// drag) zooms to the dragged range, a click selects (activated()), a double
+// click zooms to what it hits; hovering shows the details as a tooltip.
+// Keys: + / - zoom, Left / Right pan (Shift: a page), Home or 0 fits the
+// whole run, End follows the newest events again, Z zooms to the selection,
+// Escape clears it.
+#pragma once
+
+#include "timeline_axis.h"
+#include "timeline_data.h"
+#include "timeline_renderer.h"
+
+#include <QWidget>
+
+#include <optional>
+
+namespace smol::widgets {
+
+class TimelineView : public QWidget {
+    Q_OBJECT
+
+public:
+    explicit TimelineView(QWidget *parent = nullptr);
+
+    // Add events through data(), then call dataChanged().
+    TimelineData &data() { return m_data; }
+    const TimelineData &data() const { return m_data; }
+    void dataChanged();
+    void clear();
+
+    // Live: follow the newest events; unreceived packets reach to now.
+    void setLive(bool live);
+    bool isLive() const { return m_live; }
+    void setNow(std::int64_t nowNs);
+    // Replay: the position; TimelineOverlay::kNone hides it.
+    void setPlayhead(std::int64_t ns);
+    std::int64_t playhead() const { return m_overlay.playheadNs; }
+    // Keep the newest events (live) or the playhead (replay) in view.
+    void setFollowing(bool on);
+    bool isFollowing() const { return m_following; }
+
+    void setProjectorMode(bool on);
+
+    const TimeAxis &axis() const { return m_axis; }
+    void showRange(std::int64_t t0, std::int64_t t1); // stops following
+    void fitAll();
+    bool jumpToStep(std::int64_t step); // false: no such step
+    bool zoomToSelection();
+
+    TimelineHit selected() const { return m_overlay.selected; }
+    void select(const TimelineHit &hit);
+    // What is at a point of the widget (after a paint).
+    TimelineHit hitAt(const QPointF &pos) const { return m_renderer.hitTest(pos); }
+    QString describe(const TimelineHit &hit) const { return TimelineRenderer::describe(m_data, hit); }
+    // The visible timeline as an image of the widget's size (for export).
+    QImage renderImage();
+    const TimelineFrameStats &lastStats() const { return m_stats; }
+
+    QSize sizeHint() const override { return QSize(900, 320); }
+    QSize minimumSizeHint() const override { return QSize(320, 140); }
+
+Q_SIGNALS:
+    void activated(const smol::widgets::TimelineHit &hit); // a click on an item
+    void rangeChanged(qint64 startNs, qint64 endNs);
+
+protected:
+    void paintEvent(QPaintEvent *event) override;
+    void resizeEvent(QResizeEvent *event) override;
+    void wheelEvent(QWheelEvent *event) override;
+    void mousePressEvent(QMouseEvent *event) override;
+    void mouseMoveEvent(QMouseEvent *event) override;
+    void mouseReleaseEvent(QMouseEvent *event) override;
+    void mouseDoubleClickEvent(QMouseEvent *event) override;
+    void keyPressEvent(QKeyEvent *event) override;
+    void leaveEvent(QEvent *event) override;
+    bool event(QEvent *event) override;
+
+private:
+    void relayout();
+    void viewMoved(); // the user moved the view: stop following, repaint
+    void followNow();
+    std::int64_t dataEnd() const;
+
+    TimelineData m_data;
+    TimelineRenderer m_renderer;
+    TimeAxis m_axis;
+    TimelineOverlay m_overlay;
+    TimelineFrameStats m_stats;
+    bool m_live = false;
+    bool m_following = true;
+    bool m_fitted = false; // the first events have been fitted
+    std::int64_t m_followSpanNs = 0; // while following: how much time is shown
+    // Mouse state.
+    enum class Drag { None, Pan, Band } m_drag = Drag::None;
+    QPointF m_pressPos;
+    QPointF m_lastPos;
+    bool m_moved = false;
+};
+
+} // namespace smol::widgets
