@@ -103,6 +103,7 @@ MainWindow::MainWindow(EngineController *engine, QWidget *parent) : QMainWindow(
     connect(m_engine, &EngineController::runStarted, this, [this](const QString &what) {
         clearRunViews();
         m_livePause = PauseView();
+        m_lastNowNs = 0;
         m_timeline->setLive(true);
         m_timeline->data().setCollectiveNames(collectiveNames());
         statusBar()->showMessage(tr("Training: %1").arg(what));
@@ -135,6 +136,8 @@ MainWindow::MainWindow(EngineController *engine, QWidget *parent) : QMainWindow(
         m_livePause = pause;
         if (m_replaying)
             return;
+        if (m_lastNowNs > 0) // from the newest snapshot (within 34 ms); the exact Pause spans arrive on resume
+            m_timeline->setLivePause(m_lastNowNs, pause.reason);
         showPause(pause);
         statusBar()->showMessage(tr("Paused (%1). Space resumes, N steps one collective.").arg(pause.reason));
     });
@@ -577,6 +580,10 @@ void MainWindow::showSelectedNode()
 
 void MainWindow::updateRunActions()
 {
+    // The run settings are for the next live run: not while a recording plays.
+    for (QWidget *w : std::initializer_list<QWidget *>{m_strategy, m_model, m_nodes, m_batch, m_steps, m_optimizer, m_lr,
+                                                       m_seed, m_slowMotion, m_breakpoint})
+        w->setEnabled(!m_replaying);
     if (m_replaying) {
         // Space plays and pauses the replay; N goes to the next collective.
         const bool playing = m_replayController->isPlaying();
@@ -730,8 +737,12 @@ void MainWindow::addTimelineEvents(const QVector<widgets::TimelineFrameSide> &fr
         data.addSpan(sp);
     if (!frames.isEmpty() || !spans.isEmpty())
         m_timeline->dataChanged();
-    if (m_engine->isRunning())
+    if (m_engine->isRunning()) {
+        m_lastNowNs = nowNs;
+        if (!m_engine->isPaused())
+            m_timeline->setLivePause(widgets::TimelineOverlay::kNone);
         m_timeline->setNow(nowNs);
+    }
 }
 
 void MainWindow::showPause(const PauseView &pause)

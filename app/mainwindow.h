@@ -100,6 +100,7 @@ private:
     widgets::ClusterStatePtr m_state;
     widgets::ClusterStatePtr m_liveState; // the live cluster's newest snapshot (shown again after a replay)
     PauseView m_livePause;                // the live run's current pause (id 0: none)
+    qint64 m_lastNowNs = 0;               // the engine's clock at its newest snapshot
     int m_selected = -1;
     bool m_projector = false;
 

@@ -184,6 +184,17 @@ TimelineFrameStats TimelineRenderer::paint(QPainter &p, const TimelineData &data
         paintSpans(p, data, axis, lane, TimelineData::Row::Compute, stats);
         paintSpans(p, data, axis, lane, TimelineData::Row::Collective, stats);
     }
+    if (overlay.livePauseNs != TimelineOverlay::kNone && overlay.nowNs != TimelineOverlay::kNone) {
+        const double x0 = std::max(axis.x(overlay.livePauseNs), m_timeLeft);
+        const double x1 = std::max(axis.x(overlay.nowNs), x0 + 2);
+        const QRectF r(x0, m_rect.top() + m_rulerHeight, x1 - x0, m_rect.height() - m_rulerHeight);
+        const QColor c = spanColour(TimelineSpanKind::Pause);
+        p.fillRect(r, withAlpha(c, 40));
+        p.fillRect(r, QBrush(withAlpha(c, 110), Qt::BDiagPattern));
+        p.setPen(c);
+        p.drawText(r.adjusted(4, 2, 0, 0), Qt::AlignLeft | Qt::AlignTop,
+                   QStringLiteral("paused: ") + overlay.livePauseReason);
+    }
     p.setRenderHint(QPainter::Antialiasing, true);
     for (int lane = 0; lane < m_lanes && lane < data.laneCount(); ++lane)
         paintPackets(p, data, axis, lane, overlay, stats);

@@ -57,6 +57,10 @@ struct TimelineOverlay {
     std::int64_t nowNs = kNone;      // live: unreceived packets reach to here
     std::int64_t playheadNs = kNone; // replay: the position
     std::int64_t bandStartNs = kNone, bandEndNs = kNone; // a zoom-to selection being dragged
+    // Live: the cluster has been paused since then (its Pause spans arrive
+    // when it resumes); drawn up to nowNs across every lane.
+    std::int64_t livePauseNs = kNone;
+    QString livePauseReason;
     TimelineHit selected;
     TimelineHit hovered;
 };

@@ -100,6 +100,7 @@ void TimelineView::setLive(bool live)
         m_overlay.playheadNs = TimelineOverlay::kNone;
     else
         m_overlay.nowNs = TimelineOverlay::kNone;
+    m_overlay.livePauseNs = TimelineOverlay::kNone;
     update();
 }
 
@@ -111,6 +112,13 @@ void TimelineView::setNow(std::int64_t nowNs)
     m_axis.clampTo(m_data.beginNs(), dataEnd());
     if (m_following)
         followNow();
+    update();
+}
+
+void TimelineView::setLivePause(std::int64_t startNs, const QString &reason)
+{
+    m_overlay.livePauseNs = startNs;
+    m_overlay.livePauseReason = reason;
     update();
 }
 

@@ -39,6 +39,8 @@ public:
     void setLive(bool live);
     bool isLive() const { return m_live; }
     void setNow(std::int64_t nowNs);
+    // Live: the cluster paused at startNs (kNone: it runs); marked up to now.
+    void setLivePause(std::int64_t startNs, const QString &reason = QString());
     // Replay: the position; TimelineOverlay::kNone hides it.
     void setPlayhead(std::int64_t ns);
     std::int64_t playhead() const { return m_overlay.playheadNs; }

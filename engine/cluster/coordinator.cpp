@@ -1005,6 +1005,8 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
                     for (int q = 0; q < world; ++q)
                         d->send(members[std::size_t(q)], QJsonObject{{"type", "start"}, {"epoch", epoch}});
                     started = true;
+                    // A node's first step starts now, not when the epoch began forming.
+                    std::fill(stepStart.begin(), stepStart.end(), net::monotonicNs());
                     phaseDeadline = Clock::time_point::max();
                     d->log("epoch " + std::to_string(epoch) + ": " + std::to_string(world) + " node(s) training " +
                            config.strategy + " from step " + std::to_string(startStep));
