@@ -628,10 +628,13 @@ QWidget *MainWindow::buildTimeline()
     m_timelineDetails = new QLabel(tr("Click a packet, a collective or a compute span for its details."), panel);
     m_timelineDetails->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_timelineDetails->setWordWrap(true);
-    auto *legend = new QLabel(tr("lanes: compute (forward, backward, optimizer) · collectives · packets sent "
-                                 "(arrows to the receiver; numbered blocks hold packets too close to tell apart)"),
+    auto *legend = new QLabel(tr("rows: compute · collectives · packets sent (arrows to the receiver; "
+                                 "numbered blocks hold what is too close to tell apart)"),
                               panel);
     legend->setForegroundRole(QPalette::PlaceholderText);
+    // Never the reason the window is wider than a projector's 1024 px.
+    legend->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    legend->setMinimumWidth(0);
     auto *row = new QHBoxLayout;
     row->addWidget(m_jumpStep);
     row->addWidget(jump);
@@ -698,7 +701,7 @@ void MainWindow::buildReplayBar()
     m_replayBar->addWidget(m_replaySpeed);
     m_scrubber = new QSlider(Qt::Horizontal, m_replayBar);
     m_scrubber->setRange(0, kScrubberSteps);
-    m_scrubber->setMinimumWidth(240);
+    m_scrubber->setMinimumWidth(160);
     m_scrubber->setToolTip(tr("Drag to move through the recording"));
     auto seekToSlider = [this] {
         const qint64 b = m_replayController->beginNs(), e = m_replayController->endNs();

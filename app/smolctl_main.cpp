@@ -49,7 +49,7 @@ Options:
 const char kBenchUsage[] = R"(Usage: smolctl bench allreduce [OPTIONS]
        smolctl bench train [--steps K] [--global-batch B] [--rounds R]
        smolctl bench session [--steps K] [--rounds R] [--events N]
-       smolctl bench timeline [--packets N] [--nodes K] [--frames F] [--session FILE]
+       smolctl bench timeline [--packets N] [--nodes K] [--frames F] [--recording FILE]
 
 bench train: mlp on Fashion-MNIST, one LibTorch thread per node, measured
 side by side: samples/s of single vs ddp on 2 nodes (TCP loopback) and their

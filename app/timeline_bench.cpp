@@ -19,7 +19,7 @@ namespace smol::app {
 
 namespace {
 
-const char kUsage[] = R"(Usage: smolctl bench timeline [--packets N] [--nodes K] [--frames F] [--session FILE]
+const char kUsage[] = R"(Usage: smolctl bench timeline [--packets N] [--nodes K] [--frames F] [--recording FILE]
 
 Loads N packets (default 1000000) over K nodes (default 8) into the GUI's
 timeline data, the same way the window does (each packet as a send and a
@@ -32,7 +32,7 @@ and the process's resident-memory growth while loading).
 
 The events are generated: a ddp-like run (forward, backward, optimizer, two
 ring all-reduces per step, each chunk sent in 4 frames; seeded jitter).
---session FILE paints a recorded session instead.
+--recording FILE paints a recorded session instead.
 
 Targets: worst frame <= 16 ms; loaded events <= 200 MB.
 Last line: `timeline worst frame ms: X`.
@@ -143,7 +143,7 @@ int runTimelineBench(const QStringList &args, QTextStream &out, QTextStream &err
         } else if (a == QLatin1String("--frames") && hasValue) {
             frames = args[++i].toInt(&ok);
             ok = ok && frames >= 1 && frames <= 1000;
-        } else if (a == QLatin1String("--session") && hasValue) {
+        } else if (a == QLatin1String("--recording") && hasValue) {
             session = args[++i];
         } else {
             err << "smolctl: bench timeline: bad or incomplete option '" << a << "' (try --help)" << Qt::endl;

@@ -8,7 +8,10 @@
 //   packet at its arrow's midpoint;
 // - the widget: wheel zoom keeps the time under the pointer, drag pans,
 //   Shift+drag zooms to the dragged range, Home fits, jumpToStep shows the
-//   step, a click on an arrow emits activated() with that packet.
+//   step, a click on an arrow emits activated() with that packet;
+// - packets in flight: live, an unreceived send is drawn moving; in a
+//   replay, a packet is in flight exactly while the playhead is between its
+//   send start and its arrival.
 #include "widgets/timeline_data.h"
 #include "widgets/timeline_renderer.h"
 #include "widgets/timeline_view.h"
@@ -268,6 +271,40 @@ private Q_SLOTS:
                         coloured = true;
         }
         QVERIFY(coloured);
+    }
+
+    void packetsInFlight()
+    {
+        TimelineData d;
+        d.setNodes({QStringLiteral("a"), QStringLiteral("b"), QStringLiteral("c")});
+        addPacket(d, 0, 1, 1'000, 10'000, 1);                      // received at 11 us
+        d.addFrame(side(true, 1, 2, 2, 0, 5'000, 6'000));          // live: sent, not received
+        QImage image(800, 300, QImage::Format_ARGB32_Premultiplied);
+        TimelineRenderer r;
+        r.layout(QRectF(0, 0, 800, 300), d.laneCount());
+        TimeAxis a;
+        a.left = r.timeLeft();
+        a.width = r.timeWidth();
+        a.clampTo(0, 20'000);
+        a.fit();
+        auto paint = [&](const TimelineOverlay &o) {
+            QPainter p(&image);
+            return r.paint(p, d, a, o);
+        };
+        // Live: the unreceived packet moves with "now"; the received one is an arrow.
+        TimelineOverlay live;
+        live.nowNs = 15'000;
+        TimelineFrameStats s = paint(live);
+        QCOMPARE(s.inFlight, std::size_t(1));
+        QCOMPARE(s.arrows, std::size_t(1));
+        // Replay: at 6 us the first packet is on its way (a dot along its arrow); at 12 us it has arrived.
+        TimelineOverlay replay;
+        replay.playheadNs = 6'000;
+        QCOMPARE(paint(replay).inFlight, std::size_t(1));
+        replay.playheadNs = 12'000;
+        QCOMPARE(paint(replay).inFlight, std::size_t(0));
+        replay.playheadNs = 500;
+        QCOMPARE(paint(replay).inFlight, std::size_t(0));
     }
 
     void widgetInteraction()
