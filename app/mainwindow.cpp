@@ -90,7 +90,7 @@ MainWindow::MainWindow(EngineController *engine, QWidget *parent) : QMainWindow(
     });
     connect(m_engine, &EngineController::stepAvailable, this, [this](const widgets::StepPoint &point) {
         if (!m_replaying)
-            m_charts->addStep(point);
+            queueStep(point);
     });
     connect(m_engine, &EngineController::testLossAvailable, this, [this](qint64 step, double loss) {
         if (!m_replaying)
@@ -151,7 +151,7 @@ MainWindow::MainWindow(EngineController *engine, QWidget *parent) : QMainWindow(
     // A recorded run, through the same views.
     ReplayController *r = m_replayController;
     connect(r, &ReplayController::stateChanged, this, &MainWindow::showState);
-    connect(r, &ReplayController::stepAvailable, m_charts, &widgets::ChartsPanel::addStep);
+    connect(r, &ReplayController::stepAvailable, this, &MainWindow::queueStep);
     connect(r, &ReplayController::testLossAvailable, this,
             [this](qint64 step, double loss) { m_charts->addTestPoint(step, loss); });
     connect(r, &ReplayController::testAccuracyAvailable, this, [this](qint64, double accuracy) {
@@ -163,6 +163,7 @@ MainWindow::MainWindow(EngineController *engine, QWidget *parent) : QMainWindow(
         m_log->appendPlainText(reason);
     });
     connect(r, &ReplayController::cleared, this, [this] {
+        m_pendingSteps.clear();
         m_charts->clear();
         m_inspector->clear();
         m_log->clear();
@@ -720,8 +721,22 @@ void MainWindow::buildReplayBar()
     m_replayBar->hide();
 }
 
+void MainWindow::queueStep(const widgets::StepPoint &point)
+{
+    // Steps come in bursts (a snapshot's worth live, every step up to the
+    // position after a replay's seek): plotted together once control
+    // returns to the event loop, since Qt Charts redraws a whole line per append.
+    m_pendingSteps.append(point);
+    if (m_pendingSteps.size() == 1)
+        QTimer::singleShot(0, this, [this] {
+            const QVector<widgets::StepPoint> steps = std::exchange(m_pendingSteps, {});
+            m_charts->addSteps(steps);
+        });
+}
+
 void MainWindow::clearRunViews()
 {
+    m_pendingSteps.clear();
     m_charts->clear();
     m_inspector->clear();
     m_timeline->clear();
@@ -839,7 +854,7 @@ bool MainWindow::openSession(const QString &path, QString *error, bool quiet)
         const engine::SessionReader &reader = *m_replayController->reader();
         std::unique_ptr<QProgressDialog> progress;
         loadTimeline(reader, m_timeline->data(), [&](std::uint64_t done, std::uint64_t total) {
-            if (!progress && total > 200000 && isVisible()) {
+            if (!progress && isVisible()) { // called only after 64k frames: a file worth a progress bar
                 progress = std::make_unique<QProgressDialog>(tr("Loading the timeline..."), QString(), 0, 1000, this);
                 progress->setWindowModality(Qt::WindowModal);
                 progress->setMinimumDuration(300);

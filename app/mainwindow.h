@@ -88,6 +88,7 @@ private:
                            const QVector<widgets::TimelineSpan> &spans, qint64 nowNs);
     void showReplayPosition(qint64 ns);
     void clearRunViews();
+    void queueStep(const widgets::StepPoint &point);
     void showState(const widgets::ClusterStatePtr &state);
     void showSelectedNode();
     void updateRunActions();
@@ -100,6 +101,7 @@ private:
     widgets::ClusterStatePtr m_state;
     widgets::ClusterStatePtr m_liveState; // the live cluster's newest snapshot (shown again after a replay)
     PauseView m_livePause;                // the live run's current pause (id 0: none)
+    QVector<widgets::StepPoint> m_pendingSteps; // for the charts, plotted together (queueStep)
     qint64 m_lastNowNs = 0;               // the engine's clock at its newest snapshot
     int m_selected = -1;
     bool m_projector = false;

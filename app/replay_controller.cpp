@@ -1,8 +1,11 @@
 // ReplayController: a ReplaySource driven from the GUI thread, whose events
 // are turned into the live bridge's signals. The sink (Private) only records
-// what the source emits, and updates the picture (memory per node, sends of
-// the last second, newest step); the signals go out once the source call has
-// returned, so a slot may call back into the controller.
+// what the source emits, and updates the picture (memory per node, newest
+// step); the signals go out once the source call has returned, so a slot
+// may call back into the controller. Traffic (the links' bytes of the last
+// second, each step's bytes per node) comes from an index of cumulative
+// bytes per link built once when the file opens, so a seek costs the same
+// wherever it lands.
 #include "replay_controller.h"
 
 #include "run_plan.h"
@@ -21,7 +24,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <limits>
 #include <map>
 #include <set>
@@ -132,11 +134,9 @@ struct ReplayController::Private : engine::SessionEventSink {
         QString text;
         std::uint64_t pauseId = 0;
     };
-    struct Send {
-        std::int64_t t;
-        int src, dst;
-        std::uint64_t bytes;
-    };
+    // Per link (src, dst): (send completion time, bytes sent up to and
+    // including it), in time order.
+    using Cumulative = std::vector<std::pair<std::int64_t, std::uint64_t>>;
     // The recorded pause the inspector shows: its tensors' and Pause spans' extent.
     struct ShownPause {
         std::uint64_t id = 0;
@@ -164,7 +164,7 @@ struct ReplayController::Private : engine::SessionEventSink {
 
     // The picture at the position, kept up to date by the sink calls.
     std::map<int, engine::MemorySample> memory; // by rank
-    std::deque<Send> sends;                     // send-side frames, time order
+    std::map<std::pair<int, int>, Cumulative> traffic; // built by open()
     std::int64_t lastStep = -1;
     std::map<int, QString> lastLog; // by rank
     ShownPause shown;
@@ -173,17 +173,12 @@ struct ReplayController::Private : engine::SessionEventSink {
     // Between a source call and flush().
     std::vector<Pending> pending;
     std::map<std::int64_t, double> samplesPerS; // by step
-    // A seek rebuilds steps from metrics without the frames between them:
-    // the sends window is then read from the file up to each step's time.
-    bool rebuilding = false;
-    std::int64_t fetchedTo = 0;
 
     std::int64_t position() const { return source ? source->position() : 0; }
 
     void resetPicture()
     {
         memory.clear();
-        sends.clear();
         lastStep = -1;
         lastLog.clear();
         pending.clear();
@@ -191,50 +186,39 @@ struct ReplayController::Private : engine::SessionEventSink {
         lastState.reset();
     }
 
-    void pruneSends(std::int64_t t)
+    static std::uint64_t sentUpTo(const Cumulative &c, std::int64_t t)
     {
-        while (!sends.empty() && sends.front().t <= t - kSecondNs)
-            sends.pop_front();
+        const auto it = std::upper_bound(c.begin(), c.end(), t,
+                                         [](std::int64_t x, const auto &e) { return x < e.first; });
+        return it == c.begin() ? 0 : std::prev(it)->second;
     }
-
-    // Rebuilding: the sends with time in (t - 1 s, t], read from the file.
-    void catchUpSends(std::int64_t t)
+    // Bytes per link whose sends completed in (t - 1 s, t].
+    std::map<std::pair<int, int>, double> lastSecond(std::int64_t t) const
     {
-        const std::int64_t from = std::max(fetchedTo, t - kSecondNs);
-        if (t > from) {
-            for (const net::FrameEvent &e : reader->frames(from + 1, t))
-                if (e.side == net::FrameEvent::Side::Send && e.src != e.dst && e.sendCompleteNs > from &&
-                    e.sendCompleteNs <= t)
-                    sends.push_back({e.sendCompleteNs, e.src, e.dst, e.bytes});
-            fetchedTo = t;
+        std::map<std::pair<int, int>, double> out;
+        for (const auto &[link, c] : traffic) {
+            const std::uint64_t bytes = sentUpTo(c, t) - sentUpTo(c, t - kSecondNs);
+            if (bytes > 0)
+                out[link] = double(bytes);
         }
-        pruneSends(t);
+        return out;
     }
 
     // SessionEventSink: called by the source on this thread, inside its calls.
-    void onFrame(const net::FrameEvent &e) override
-    {
-        if (e.side == net::FrameEvent::Side::Send && e.src != e.dst)
-            sends.push_back({e.sendCompleteNs, e.src, e.dst, e.bytes});
-    }
     void onMemory(const engine::MemorySample &m) override { memory[m.node] = m; }
     void onMetric(const engine::MetricSample &m) override
     {
         if (m.node != -1)
             return; // per-node losses: the charts show the cluster's
         if (m.name == "loss") {
-            if (rebuilding)
-                catchUpSends(m.tNs);
-            else
-                pruneSends(m.tNs);
             Pending p{Pending::Kind::Step, {}, m.step, m.value, {}, 0};
             p.point.step = m.step;
             p.point.seconds = double(m.tNs - reader->header().startNs) / 1e9;
             p.point.loss = m.value;
             std::vector<double> sent(std::size_t(std::max(0, reader->header().nodes)), 0.0);
-            for (const Send &s : sends)
-                if (s.src >= 0 && std::size_t(s.src) < sent.size())
-                    sent[std::size_t(s.src)] += double(s.bytes);
+            for (const auto &[link, bytes] : lastSecond(m.tNs))
+                if (link.first >= 0 && std::size_t(link.first) < sent.size())
+                    sent[std::size_t(link.first)] += bytes;
             p.point.bytesPerSecondPerNode = QVector<double>(sent.begin(), sent.end());
             pending.push_back(p);
             lastStep = m.step;
@@ -409,11 +393,7 @@ struct ReplayController::Private : engine::SessionEventSink {
                 ns.lastLog = log->second;
             state->nodes.append(ns);
         }
-        pruneSends(p);
-        std::map<std::pair<int, int>, double> links;
-        for (const Send &s : sends)
-            links[{s.src, s.dst}] += double(s.bytes);
-        for (const auto &[link, bytes] : links)
+        for (const auto &[link, bytes] : lastSecond(p))
             state->links.append(widgets::LinkState{link.first, link.second, bytes, 0, 0});
         return state;
     }
@@ -432,7 +412,6 @@ struct ReplayController::Private : engine::SessionEventSink {
     {
         pending.clear();
         samplesPerS.clear();
-        rebuilding = false;
         q->pause();
         Q_EMIT q->errorOccurred(oneLine(e.what()));
     }
@@ -448,12 +427,8 @@ struct ReplayController::Private : engine::SessionEventSink {
             resetPicture();
             shown = {};
             Q_EMIT q->cleared();
-            rebuilding = true;
-            fetchedTo = std::numeric_limits<std::int64_t>::min();
             source->seek(t);
             const std::int64_t p = position();
-            catchUpSends(p);
-            rebuilding = false;
             const std::uint64_t pauseId = pauseAround(p);
             std::vector<Pending> out;
             for (Pending &e : pending) // a seek shows the pause it lands in, below
@@ -520,6 +495,14 @@ bool ReplayController::open(const QString &path, QString *error)
             } catch (const Found &) {
             }
         }
+        // Every link's cumulative bytes, in one pass over the frames.
+        std::map<std::pair<int, int>, Private::Cumulative> traffic;
+        reader->forEachFrame([&](const net::FrameEvent &e) {
+            if (e.side != net::FrameEvent::Side::Send || e.src == e.dst)
+                return;
+            Private::Cumulative &c = traffic[{e.src, e.dst}];
+            c.emplace_back(e.sendCompleteNs, (c.empty() ? 0 : c.back().second) + e.bytes);
+        });
         RunPlan plan;
         const QJsonDocument config = QJsonDocument::fromJson(reader->header().configJson);
         if (config.isObject()) {
@@ -533,6 +516,7 @@ bool ReplayController::open(const QString &path, QString *error)
         d->info = std::move(info);
         d->plan = std::move(plan);
         d->firstSpanNs = firstSpan;
+        d->traffic = std::move(traffic);
         d->collectiveStarts = std::move(starts);
         d->reader = std::move(reader);
         d->source = std::move(source);
@@ -571,6 +555,7 @@ void ReplayController::close()
     d->info = {};
     d->plan = {};
     d->collectiveStarts.clear();
+    d->traffic.clear();
     d->resetPicture();
     d->shown = {};
     Q_EMIT closed();

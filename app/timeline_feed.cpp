@@ -2,6 +2,8 @@
 
 #include "engine/session/session_reader.h"
 
+#include <algorithm>
+
 namespace smol::app {
 
 widgets::TimelineFrameSide toTimeline(const net::FrameEvent &e)
@@ -56,13 +58,16 @@ void loadTimeline(const engine::SessionReader &reader, widgets::TimelineData &da
             names[n.rank] = QString::fromStdString(n.name);
     }
     data.setNodes(names);
-    const engine::SessionInfo info = reader.info();
-    const std::uint64_t total = info.framesSend + info.framesReceive;
-    std::uint64_t done = 0;
+    // Progress by event time (frames come in time order): counting the rows
+    // first would cost a pass of its own.
+    const auto [first, last] = reader.timeRange();
+    const std::uint64_t total = std::uint64_t(std::max<std::int64_t>(1, last - first));
+    std::uint64_t seen = 0;
     reader.forEachFrame([&](const net::FrameEvent &e) {
         data.addFrame(toTimeline(e));
-        if (progress && ++done % 65536 == 0)
-            progress(done, total);
+        if (progress && ++seen % 65536 == 0)
+            progress(std::uint64_t(std::clamp<std::int64_t>(engine::eventTimeNs(e) - first, 0, std::int64_t(total))),
+                     total);
     });
     reader.forEachSpanByStart([&](const engine::SpanEvent &s) { data.addSpan(toTimeline(s)); });
     if (progress)

@@ -22,7 +22,8 @@ widgets::TimelineSpan toTimeline(const engine::SpanEvent &s);
 QStringList collectiveNames();
 
 // Clears `data` and fills it with the session's nodes, frames and spans.
-// `progress(done, total)` is called now and then (may be empty). Throws
+// `progress(done, total)` is called now and then (may be empty), in
+// nanoseconds of the recording read so far and in all. Throws
 // engine::SessionError for a damaged file.
 void loadTimeline(const engine::SessionReader &reader, widgets::TimelineData &data,
                   const std::function<void(std::uint64_t, std::uint64_t)> &progress = {});

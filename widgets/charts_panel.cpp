@@ -80,14 +80,14 @@ void applyRange(QValueAxis *axis, const NiceRange &r)
 
 // Keeps every other point, always the newest: halves a line that grew past
 // kMaxPoints so painting stays cheap; the MetricsModel keeps every step.
-void decimate(QXYSeries *series)
+// Every other point, always keeping the newest.
+QList<QPointF> decimated(const QList<QPointF> &points)
 {
-    const QList<QPointF> points = series->points();
     QList<QPointF> kept;
     kept.reserve(points.size() / 2 + 1);
     for (qsizetype i = (points.size() - 1) % 2; i < points.size(); i += 2)
         kept.append(points[i]);
-    series->replace(kept);
+    return kept;
 }
 
 } // namespace
@@ -192,19 +192,37 @@ QLineSeries *ChartsPanel::ensureBytesSeries(int rank)
 
 void ChartsPanel::addStep(const StepPoint &point)
 {
-    m_model->addStep(point);
-    const double x = double(point.step);
-    plot(m_loss, m_trainLoss, x, point.loss);
-    plot(m_throughput, m_samples, x, point.samplesPerSecond);
+    addSteps({point});
+}
 
+void ChartsPanel::addSteps(const QVector<StepPoint> &points)
+{
+    if (points.isEmpty())
+        return;
     double largest = 0;
-    for (double v : point.bytesPerSecondPerNode)
-        if (std::isfinite(v))
-            largest = std::max(largest, std::abs(v));
+    int ranks = 0;
+    for (const StepPoint &point : points) {
+        m_model->addStep(point);
+        ranks = std::max(ranks, int(point.bytesPerSecondPerNode.size()));
+        for (double v : point.bytesPerSecondPerNode)
+            if (std::isfinite(v))
+                largest = std::max(largest, std::abs(v));
+    }
     if (largest / m_bytes.yScale >= 1000)
         chooseByteUnit(largest);
-    for (int r = 0; r < point.bytesPerSecondPerNode.size(); ++r)
-        plot(m_bytes, ensureBytesSeries(r), x, point.bytesPerSecondPerNode[r] / m_bytes.yScale);
+    QList<QPointF> loss, samples;
+    std::vector<QList<QPointF>> bytes(static_cast<std::size_t>(ranks));
+    for (const StepPoint &point : points) {
+        const double x = double(point.step);
+        loss.append(QPointF(x, point.loss));
+        samples.append(QPointF(x, point.samplesPerSecond));
+        for (int r = 0; r < point.bytesPerSecondPerNode.size(); ++r)
+            bytes[std::size_t(r)].append(QPointF(x, point.bytesPerSecondPerNode[r] / m_bytes.yScale));
+    }
+    plot(m_loss, m_trainLoss, loss);
+    plot(m_throughput, m_samples, samples);
+    for (int r = 0; r < ranks; ++r)
+        plot(m_bytes, ensureBytesSeries(r), bytes[std::size_t(r)]);
 }
 
 void ChartsPanel::addTestPoint(std::int64_t step, double value)
@@ -214,22 +232,38 @@ void ChartsPanel::addTestPoint(std::int64_t step, double value)
 
 void ChartsPanel::plot(Plot &plot, QXYSeries *series, double x, double y)
 {
-    if (!std::isfinite(x) || !std::isfinite(y))
+    this->plot(plot, series, QList<QPointF>{QPointF(x, y)});
+}
+
+void ChartsPanel::plot(Plot &plot, QXYSeries *series, const QList<QPointF> &points)
+{
+    QList<QPointF> finite;
+    finite.reserve(points.size());
+    for (const QPointF &p : points)
+        if (std::isfinite(p.x()) && std::isfinite(p.y()))
+            finite.append(p);
+    if (finite.isEmpty())
         return;
-    series->append(x, y);
-    if (series->count() > kMaxPoints)
-        decimate(series);
-    if (plot.empty) {
-        plot.xMin = plot.xMax = x;
-        plot.yMin = plot.yMax = y;
-    } else {
-        plot.xMin = std::min(plot.xMin, x);
-        plot.xMax = std::max(plot.xMax, x);
-        plot.yMin = std::min(plot.yMin, y);
-        plot.yMax = std::max(plot.yMax, y);
-    }
+    // One replace, not append: Qt 6.4's QXYSeries::append(list) still
+    // rebuilds the line's geometry once per point.
+    QList<QPointF> all = series->points();
+    all.append(finite);
+    while (all.size() > kMaxPoints)
+        all = decimated(all);
+    series->replace(all);
     const bool first = plot.empty;
-    plot.empty = false;
+    for (const QPointF &p : finite) {
+        if (plot.empty) {
+            plot.xMin = plot.xMax = p.x();
+            plot.yMin = plot.yMax = p.y();
+            plot.empty = false;
+        } else {
+            plot.xMin = std::min(plot.xMin, p.x());
+            plot.xMax = std::max(plot.xMax, p.x());
+            plot.yMin = std::min(plot.yMin, p.y());
+            plot.yMax = std::max(plot.yMax, p.y());
+        }
+    }
     if (first || plot.xMin < plot.x->min() || plot.xMax > plot.x->max())
         applyRange(plot.x, niceRange(plot.xMin, plot.xMax, true));
     if (first || plot.yMin < plot.y->min() || plot.yMax > plot.y->max())

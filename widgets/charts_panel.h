@@ -7,8 +7,11 @@
 //
 // Cost per addStep: one QXYSeries::append per line and an axis update only
 // when a point falls outside the current range (the range then grows to the
-// next "nice" bound, so that happens a few times per decade of steps).
-// Coalescing updates to <= 30 Hz is the caller's job. To keep painting cheap
+// next "nice" bound, so that happens a few times per decade of steps). Qt
+// Charts recomputes a line's whole geometry on every append, so many steps
+// at once (a replay rebuilding its charts after a seek) go through
+// addSteps(): one append per line for all of them. Coalescing updates to
+// <= 30 Hz is the caller's job. To keep painting cheap
 // over long runs a line holds at most kMaxPoints points: when it exceeds
 // that, every other point is dropped (decimation), so old steps are drawn at
 // half the resolution of new ones; the MetricsModel keeps them all.
@@ -45,6 +48,8 @@ public:
     // One completed step. Non-finite values (a NaN loss before the first
     // evaluation) are not plotted.
     void addStep(const StepPoint &point);
+    // The same for many steps, in order, with one update per line.
+    void addSteps(const QVector<StepPoint> &points);
     // A test-set figure at `step`, on the loss chart's "test" line.
     void addTestPoint(std::int64_t step, double value);
     void clear();
@@ -82,6 +87,8 @@ private:
     void addSeries(Plot &plot, QXYSeries *series, const QColor &colour);
     // Appends (x, y) unless y is not finite, decimates, grows the axes.
     void plot(Plot &plot, QXYSeries *series, double x, double y);
+    // The same for many points (the non-finite ones skipped), one append.
+    void plot(Plot &plot, QXYSeries *series, const QList<QPointF> &points);
     void growAxes(Plot &plot);
     void resetAxes(Plot &plot);
     // Bytes chart only: pick B/s, kB/s, MB/s or GB/s for the largest value.
