@@ -724,11 +724,12 @@ void MainWindow::buildReplayBar()
 void MainWindow::queueStep(const widgets::StepPoint &point)
 {
     // Steps come in bursts (a snapshot's worth live, every step up to the
-    // position after a replay's seek): plotted together once control
-    // returns to the event loop, since Qt Charts redraws a whole line per append.
+    // position after a replay's seek) and Qt Charts redraws a whole line per
+    // update (~2 ms per line of 2000 points): plotted together, at most 10
+    // times a second live, at once when a replay rebuilds.
     m_pendingSteps.append(point);
     if (m_pendingSteps.size() == 1)
-        QTimer::singleShot(0, this, [this] {
+        QTimer::singleShot(m_replaying ? 0 : 100, this, [this] {
             const QVector<widgets::StepPoint> steps = std::exchange(m_pendingSteps, {});
             m_charts->addSteps(steps);
         });

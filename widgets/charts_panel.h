@@ -40,7 +40,7 @@ class ChartsPanel : public QWidget {
     Q_OBJECT
 
 public:
-    static constexpr int kMaxPoints = 5000;
+    static constexpr int kMaxPoints = 2000;
 
     explicit ChartsPanel(QWidget *parent = nullptr);
     ~ChartsPanel() override;
