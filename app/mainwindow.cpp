@@ -618,7 +618,7 @@ QWidget *MainWindow::buildTimeline()
     m_jumpStep = new QSpinBox(panel);
     m_jumpStep->setRange(0, 100000000);
     m_jumpStep->setPrefix(tr("step "));
-    m_jumpStep->setToolTip(tr("Show this step on the timeline (Ctrl+G)"));
+    m_jumpStep->setToolTip(tr("Show this step on the timeline; in a replay, move the replay there (Ctrl+G)"));
     auto *jump = new QPushButton(tr("Go"), panel);
     auto *fit = new QPushButton(tr("Fit"), panel);
     fit->setToolTip(tr("Show the whole run (Home)"));
@@ -649,8 +649,12 @@ QWidget *MainWindow::buildTimeline()
     layout->addWidget(m_timeline, 1);
     layout->addWidget(m_timelineDetails);
     auto goToStep = [this] {
-        if (!m_timeline->jumpToStep(m_jumpStep->value()))
-            statusBar()->showMessage(tr("The timeline has no step %1 (yet).").arg(m_jumpStep->value()), 5000);
+        const int step = m_jumpStep->value();
+        // In a replay the whole window goes there; the timeline shows the step.
+        if (m_replaying)
+            m_replayController->seekToStep(step);
+        if (!m_timeline->jumpToStep(step))
+            statusBar()->showMessage(tr("The timeline has no step %1 (yet).").arg(step), 5000);
         m_timeline->setFocus();
     };
     connect(jump, &QPushButton::clicked, this, goToStep);
