@@ -323,7 +323,7 @@ std::vector<LodItem> TimelineData::collapsePackets(int laneIndex, const TimeAxis
 }
 
 std::vector<LodItem> TimelineData::collapseSpans(int laneIndex, Row row, const TimeAxis &axis, std::int64_t t0,
-                                                 std::int64_t t1, double minPx) const
+                                                 std::int64_t t1, double minPx, double maxRunPx) const
 {
     std::vector<LodItem> items;
     if (laneIndex < 0 || laneIndex >= laneCount())
@@ -349,8 +349,10 @@ std::vector<LodItem> TimelineData::collapseSpans(int laneIndex, Row row, const T
         // A run of narrow spans: each next one starts within minPx of the run's end.
         std::int64_t runEnd = v[i].endNs;
         std::size_t last = i;
+        const double runLimit = double(v[i].startNs) + std::max(maxRunPx, minPx) * axis.nsPerPixel;
         for (std::size_t j = i + 1; j < n; ++j) {
-            if (double(v[j].startNs) >= double(runEnd) + minNs || double(v[j].endNs - v[j].startNs) >= minNs)
+            if (double(v[j].startNs) >= double(runEnd) + minNs || double(v[j].endNs - v[j].startNs) >= minNs ||
+                double(v[j].endNs) > runLimit)
                 break;
             runEnd = std::max(runEnd, v[j].endNs);
             last = j;

@@ -162,9 +162,10 @@ public:
                                          double minPx, double maxRunPx = 1e300) const;
     // Spans of a lane's row overlapping [t0, t1]: a span narrower than
     // minPx and the narrow ones that start within minPx of the run's end
-    // collapse into one item; wider spans stay single.
+    // collapse into one item (which ends once it spans maxRunPx); wider
+    // spans stay single.
     std::vector<LodItem> collapseSpans(int lane, Row row, const TimeAxis &axis, std::int64_t t0, std::int64_t t1,
-                                       double minPx) const;
+                                       double minPx, double maxRunPx = 1e300) const;
 
 private:
     struct Pending {

@@ -64,7 +64,9 @@ void TimelineRenderer::layout(const QRectF &rect, int lanes)
     m_lanes = std::max(lanes, 0);
     m_timeLeft = rect.left() + (m_projector ? kLabelWidth * 1.3 : kLabelWidth);
     const double avail = rect.height() - m_rulerHeight;
-    m_laneHeight = m_lanes > 0 ? std::clamp(avail / m_lanes, 36.0, m_projector ? 160.0 : 120.0) : 60;
+    // Every lane fits (16 nodes in a short dock get thin lanes, whose rows
+    // drop their labels); tall windows stop at a readable maximum.
+    m_laneHeight = m_lanes > 0 ? std::clamp(avail / m_lanes, 12.0, m_projector ? 160.0 : 120.0) : 60;
 }
 
 QRectF TimelineRenderer::laneRect(int lane) const
@@ -295,8 +297,9 @@ void TimelineRenderer::paintSpans(QPainter &p, const TimelineData &data, const T
     const std::int64_t t0 = axis.startNs, t1 = axis.endNs();
     const QRectF band = rowRect(lane, row);
     const auto &spans = data.spans(lane, row);
-    const auto items = data.collapseSpans(lane, row, axis, t0, t1, kMinSpanPx);
-    const double textMin = fm.horizontalAdvance(QStringLiteral("0000")) + 6;
+    const auto items = data.collapseSpans(lane, row, axis, t0, t1, kMinSpanPx, kMaxPacketRunPx);
+    // Thin rows (many lanes in a short dock) carry no labels.
+    const double textMin = band.height() >= 0.8 * fm.height() ? fm.horizontalAdvance(QStringLiteral("0000")) + 6 : 1e9;
     for (const LodItem &it : items) {
         const double x0 = std::max(axis.x(it.startNs), m_timeLeft - 2);
         const double x1 = std::min(axis.x(it.endNs), m_rect.right() + 2);
@@ -364,7 +367,7 @@ void TimelineRenderer::paintPackets(QPainter &p, const TimelineData &data, const
     const auto items = data.collapsePackets(lane, axis, t0, t1, kMinPacketPx, kMaxPacketRunPx);
     const double y0 = packetY(lane);
     const double strip = std::max(8.0, 0.14 * m_laneHeight);
-    const double textMin = fm.horizontalAdvance(QStringLiteral("0000")) + 6;
+    const double textMin = m_laneHeight >= 2.5 * fm.height() ? fm.horizontalAdvance(QStringLiteral("0000")) + 6 : 1e9;
     const double headLen = m_projector ? 9 : 6;
     for (const LodItem &it : items) {
         TimelineHit hit;

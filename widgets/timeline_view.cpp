@@ -74,9 +74,11 @@ void TimelineView::followNow()
 {
     if (m_data.beginNs() > m_data.endNs())
         return;
-    if (m_overlay.playheadNs != TimelineOverlay::kNone && !m_live) {
+    if (!m_live) {
         // Replay: keep the playhead inside, paging when it leaves (a
         // position before the first event or after the last shows the edge).
+        if (m_overlay.playheadNs == TimelineOverlay::kNone)
+            return;
         const std::int64_t t = std::clamp(m_overlay.playheadNs, m_data.beginNs(), m_data.endNs());
         if (t < m_axis.startNs || t > m_axis.endNs()) {
             m_axis.startNs = t - m_axis.spanNs() / 10;
