@@ -208,6 +208,19 @@ private Q_SLOTS:
         QCOMPARE(items[0].endNs, std::int64_t(6));
         // Zoomed in 10x nothing is narrow.
         QCOMPARE(d.collapseSpans(0, TimelineData::Row::Compute, axisOf(0.1), 0, 1000, 3).size(), std::size_t(7));
+        // A chain of narrow spans: one block, or blocks of at most 10 px with a cap.
+        TimelineData chain;
+        for (int k = 0; k < 50; ++k)
+            chain.addSpan(TimelineSpan{0, TimelineSpanKind::Forward, QStringLiteral("f"), 2 * k, 2 * k + 1, 0, 0, 0, 0});
+        QCOMPARE(chain.collapseSpans(0, TimelineData::Row::Compute, axisOf(1.0), 0, 1000, 3).size(), std::size_t(1));
+        const auto capped = chain.collapseSpans(0, TimelineData::Row::Compute, axisOf(1.0), 0, 1000, 3, 10);
+        std::size_t held = 0;
+        for (const LodItem &it : capped) {
+            QVERIFY(it.endNs - it.startNs <= 10);
+            held += it.count;
+        }
+        QCOMPARE(held, std::size_t(50));
+        QVERIFY(capped.size() >= 9);
         // A window starting inside the wide span still shows it.
         const auto mid = d.collapseSpans(0, TimelineData::Row::Compute, axisOf(1.0, 50), 50, 1050, 3);
         QCOMPARE(mid.front().first, std::size_t(3));
