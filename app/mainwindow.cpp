@@ -643,11 +643,23 @@ QWidget *MainWindow::buildTimeline()
     row->addWidget(follow);
     row->addWidget(png);
     row->addWidget(legend, 1);
+    // In a replay, the selected item's moment can become the replay's.
+    m_seekHere = new QPushButton(tr("Replay from here"), panel);
+    m_seekHere->setToolTip(tr("Move the replay to where the selected item starts"));
+    m_seekHere->hide();
+    connect(m_seekHere, &QPushButton::clicked, this, [this] {
+        const widgets::TimelineHit hit = m_timeline->selected();
+        if (m_replaying && hit.kind != widgets::TimelineHit::Kind::None)
+            m_replayController->seek(hit.startNs - 1);
+    });
+    auto *details = new QHBoxLayout;
+    details->addWidget(m_timelineDetails, 1);
+    details->addWidget(m_seekHere);
     auto *layout = new QVBoxLayout(panel);
     layout->setContentsMargins(4, 2, 4, 2);
     layout->addLayout(row);
     layout->addWidget(m_timeline, 1);
-    layout->addWidget(m_timelineDetails);
+    layout->addLayout(details);
     auto goToStep = [this] {
         const int step = m_jumpStep->value();
         // In a replay the whole window goes there; the timeline shows the step.
@@ -741,6 +753,7 @@ void MainWindow::queueStep(const widgets::StepPoint &point)
 
 void MainWindow::clearRunViews()
 {
+    m_seekHere->hide();
     m_pendingSteps.clear();
     m_charts->clear();
     m_inspector->clear();
@@ -813,6 +826,7 @@ void MainWindow::showTimelineItem(const widgets::TimelineHit &hit)
         }
     }
     m_timelineDetails->setText(text.replace('\n', QStringLiteral(" · ")));
+    m_seekHere->setVisible(m_replaying);
 }
 
 void MainWindow::showReplayPosition(qint64 ns)

@@ -25,6 +25,7 @@ class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
+class QPushButton;
 class QSlider;
 class QSpinBox;
 class QSplitter;
@@ -147,6 +148,7 @@ private:
 
     widgets::TimelineView *m_timeline = nullptr;
     QLabel *m_timelineDetails = nullptr;
+    QPushButton *m_seekHere = nullptr;
     QSpinBox *m_jumpStep = nullptr;
 
     ReplayController *m_replayController = nullptr;

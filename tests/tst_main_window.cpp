@@ -23,6 +23,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QPushButton>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTemporaryDir>
@@ -181,8 +182,20 @@ void TestMainWindow::replayInTheWindow()
     hit.row = widgets::TimelineData::Row::Collective;
     hit.first = index;
     hit.count = 1;
+    hit.startNs = collectives[index].startNs;
+    hit.endNs = collectives[index].endNs;
+    window.timeline()->select(hit);
     Q_EMIT window.timeline()->activated(hit);
     QTRY_VERIFY_WITH_TIMEOUT(inspector->model()->rowCount() >= 2, 5000);
+    // "Replay from here" moves the replay to where that collective starts.
+    QPushButton *here = nullptr;
+    for (QPushButton *b : window.findChildren<QPushButton *>())
+        if (b->text() == QStringLiteral("Replay from here"))
+            here = b;
+    QVERIFY(here && here->isVisible());
+    here->click();
+    QCOMPARE(replay->positionNs(), qint64(collectives[index].startNs - 1));
+    QCOMPARE(window.timeline()->playhead(), replay->positionNs());
 
     // Space plays and pauses the replay.
     QTest::keyClick(&window, Qt::Key_Space);
