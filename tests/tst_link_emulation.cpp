@@ -144,7 +144,10 @@ void TestLinkEmulation::latencyAlone()
     qInfo("%s: 8 bytes over 5 ms latency: received after %.2f ms (median of 7)", net::transportName(kind),
           1e3 * got);
     QVERIFY(got >= 0.005);
-    QVERIFY(got <= 0.005 * 1.2 + 0.001);
+    // Applied once, not twice: under 9 ms. The slack is scheduling on a
+    // shared 2-core machine running other tests (a 7 ms bound failed once
+    // there); a doubled latency (10 ms) still fails.
+    QVERIFY2(got < 0.009, qPrintable(QString::number(1e3 * got)));
 }
 
 void TestLinkEmulation::unlimitedStaysFast()
