@@ -45,6 +45,8 @@
 #include <QToolBar>
 #include <QVBoxLayout>
 
+#include <optional>
+
 namespace smol::app {
 
 namespace {
@@ -846,7 +848,13 @@ void MainWindow::showReplayPosition(qint64 ns)
 
 bool MainWindow::openSession(const QString &path, QString *error, bool quiet)
 {
+    struct BusyCursor {
+        BusyCursor() { QApplication::setOverrideCursor(Qt::WaitCursor); }
+        ~BusyCursor() { QApplication::restoreOverrideCursor(); }
+    };
+    std::optional<BusyCursor> busy;
     auto refuse = [&](const QString &reason) {
+        busy.reset();
         if (error)
             *error = reason;
         if (!quiet)
@@ -859,6 +867,10 @@ bool MainWindow::openSession(const QString &path, QString *error, bool quiet)
     if (m_replaying)
         closeReplay();
     QString why;
+    statusBar()->showMessage(tr("Opening %1...").arg(path));
+    // Reading a long recording takes seconds (its traffic index, then the
+    // timeline, which has a progress dialog).
+    busy.emplace();
     m_replaying = true; // the controller's first signals belong to the replay
     if (!m_replayController->open(path, &why)) {
         m_replaying = false;
