@@ -187,13 +187,7 @@ QString roleOf(const QString &strategy, int rank)
 {
     if (rank < 0)
         return QStringLiteral("idle");
-    if (strategy == "syncps" || strategy == "edp")
-        return rank == 0 ? QStringLiteral("server") : QStringLiteral("worker");
-    if (strategy == "pipeline")
-        return QStringLiteral("stage %1").arg(rank);
-    if (strategy == "tensor")
-        return QStringLiteral("shard %1").arg(rank);
-    return QStringLiteral("worker");
+    return QString::fromStdString(engine::nodeRole(strategy.toStdString(), rank));
 }
 
 } // namespace
@@ -461,16 +455,7 @@ void EngineController::start(const RunSettings &s)
     }
     d->recorder.reset();
     if (!s.recordPath.isEmpty()) {
-        engine::SessionHeader h;
-        h.configJson = QJsonDocument(engine::configToJson(c)).toJson(QJsonDocument::Compact);
-        h.strategy = c.strategy;
-        h.model = c.model.kind;
-        h.nodes = c.nodes;
-        h.steps = c.steps;
-        for (int r = 0; r < c.nodes; ++r)
-            h.nodeList.push_back(engine::SessionNode{r, "node " + std::to_string(r), "",
-                                                     roleOf(s.strategy, r).toStdString()});
-        h.startNs = net::monotonicNs();
+        const engine::SessionHeader h = engine::sessionHeaderFor(c, "");
         try {
             d->recorder = std::make_unique<engine::SessionRecorder>(s.recordPath, h, /*overwrite=*/true);
         } catch (const std::exception &e) {

@@ -330,19 +330,7 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
     // costs nothing, and finished whatever way the run ends.
     std::unique_ptr<SessionRecorder> recorder;
     if (!recordPath.isEmpty()) {
-        SessionHeader h;
-        h.configJson = QJsonDocument(configToJson(c)).toJson(QJsonDocument::Compact);
-        h.strategy = c.strategy;
-        h.model = c.model.kind;
-        h.nodes = c.nodes;
-        h.steps = c.steps;
-        const bool server = c.strategy == "syncps" || c.strategy == "edp";
-        for (int r = 0; r < c.nodes; ++r)
-            h.nodeList.push_back(SessionNode{r, "node " + std::to_string(r), cluster.listen ? "" : "127.0.0.1",
-                                             server ? (r == 0 ? "server" : "worker")
-                                             : c.strategy == "pipeline" ? "stage " + std::to_string(r)
-                                                                        : "worker"});
-        h.startNs = net::monotonicNs();
+        const SessionHeader h = sessionHeaderFor(c, cluster.listen ? "" : "127.0.0.1");
         try {
             recorder = std::make_unique<SessionRecorder>(recordPath, h);
         } catch (const std::exception &e) {

@@ -53,15 +53,7 @@ TrainConfig config()
 void record(const QString &path)
 {
     TrainConfig c = config();
-    SessionHeader h;
-    h.configJson = QJsonDocument(configToJson(c)).toJson(QJsonDocument::Compact);
-    h.strategy = c.strategy;
-    h.model = c.model.kind;
-    h.nodes = c.nodes;
-    h.steps = c.steps;
-    for (int r = 0; r < c.nodes; ++r)
-        h.nodeList.push_back(SessionNode{r, "node " + std::to_string(r), "127.0.0.1", "worker"});
-    h.startNs = net::monotonicNs();
+    SessionHeader h = sessionHeaderFor(c, "127.0.0.1");
     SessionRecorder rec(path, h);
     BreakpointController breakpoints;
     breakpoints.addBreakpoint(parseBreakpoint("allreduce@step=5"));

@@ -1,6 +1,7 @@
 #include "config_json.h"
 
 #include <QJsonArray>
+#include <QJsonDocument>
 
 #include <stdexcept>
 
@@ -138,6 +139,31 @@ TrainConfig configFromJson(const QJsonObject &o)
     c.testEvery = integer(o, "test_every", 0);
     c.countBytes = true;
     return c;
+}
+
+std::string nodeRole(const std::string &strategy, int rank)
+{
+    if (strategy == "syncps" || strategy == "edp")
+        return rank == 0 ? "server" : "worker";
+    if (strategy == "pipeline")
+        return "stage " + std::to_string(rank);
+    if (strategy == "tensor")
+        return "shard " + std::to_string(rank);
+    return "worker";
+}
+
+SessionHeader sessionHeaderFor(const TrainConfig &c, const std::string &host)
+{
+    SessionHeader h;
+    h.configJson = QJsonDocument(configToJson(c)).toJson(QJsonDocument::Compact);
+    h.strategy = c.strategy;
+    h.model = c.model.kind;
+    h.nodes = c.nodes;
+    h.steps = c.steps;
+    for (int r = 0; r < c.nodes; ++r)
+        h.nodeList.push_back(SessionNode{r, "node " + std::to_string(r), host, nodeRole(c.strategy, r)});
+    h.startNs = net::monotonicNs();
+    return h;
 }
 
 } // namespace smol::engine
