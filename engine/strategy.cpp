@@ -3,6 +3,7 @@
 #include "flat_params.h"
 #include "net/communicator.h"
 #include "strategies/strategies.h"
+#include "tensor_bridge.h"
 
 #include <stdexcept>
 #include <thread>
@@ -65,6 +66,43 @@ MemoryBreakdown heldBytes(const torch::Tensor &params, const torch::Tensor &grad
         for (const auto &t : optimizer->state())
             m.optimizer += std::int64_t(t.nbytes());
     return m;
+}
+
+OptimizerMoments copiedMoments(const FlatOptimizer &optimizer)
+{
+    if (!optimizer.exp().defined())
+        return {};
+    return {optimizer.exp().clone(), optimizer.expSq().clone()};
+}
+
+namespace {
+torch::Tensor chunkOf(const torch::Tensor &flat, const net::ChunkRange &shard)
+{
+    return flat.narrow(0, std::int64_t(shard.offset), std::int64_t(shard.count));
+}
+} // namespace
+
+OptimizerMoments gatheredMoments(const FlatOptimizer &optimizer, std::int64_t numel, const net::ChunkRange &shard,
+                                 net::Communicator &comm)
+{
+    if (!optimizer.exp().defined())
+        return {};
+    OptimizerMoments full;
+    for (auto [part, out] : {std::pair{&optimizer.exp(), &full.exp}, std::pair{&optimizer.expSq(), &full.expSq}}) {
+        *out = torch::zeros({numel}, torch::kFloat32);
+        chunkOf(*out, shard).copy_(*part);
+        comm.allGather(viewOf(*out), "optimizer");
+    }
+    return full;
+}
+
+void loadMomentsChunk(FlatOptimizer &optimizer, const OptimizerMoments &m, const net::ChunkRange &shard,
+                      std::int64_t steps)
+{
+    if (m.defined())
+        optimizer.load(chunkOf(m.exp, shard), chunkOf(m.expSq, shard), steps);
+    else
+        optimizer.load({}, {}, steps);
 }
 
 std::vector<ShardRange> replicatedShardMap(const std::vector<ParamSlot> &slots)

@@ -21,6 +21,7 @@
 
 namespace smol::net {
 class Communicator;
+struct ChunkRange;
 }
 
 namespace smol::engine {
@@ -191,6 +192,17 @@ struct ParamSlot;
 class FlatOptimizer;
 // Bytes held by a strategy whose roles are these tensors (any may be undefined).
 MemoryBreakdown heldBytes(const torch::Tensor &params, const torch::Tensor &grads, const FlatOptimizer *optimizer);
+// Adam's moments for a checkpoint or a re-form, undefined under SGD. Held
+// whole (single, ddp, syncps's server): copies.
+OptimizerMoments copiedMoments(const FlatOptimizer &optimizer);
+// Held as this node's chunk `shard` of flat vectors of `numel` elements
+// (zero1, zero2, each zero3 layer): every node's chunk all-gathered, so every
+// node calls it at the same point.
+OptimizerMoments gatheredMoments(const FlatOptimizer &optimizer, std::int64_t numel, const net::ChunkRange &shard,
+                                 net::Communicator &comm);
+// This node's chunk of whole moments loaded (undefined moments: fresh).
+void loadMomentsChunk(FlatOptimizer &optimizer, const OptimizerMoments &moments, const net::ChunkRange &shard,
+                      std::int64_t steps);
 // Shard maps for the GUI: every parameter held whole by every node, or cut
 // by net::Communicator::chunk over the flat vector. materialisedOwner: the
 // rank whose shards alone are held (zero3), -1 when every node holds all.

@@ -36,12 +36,7 @@ public:
 
     MemoryBreakdown memory() const override { return heldBytes(m_flat->values(), m_flat->grads(), m_opt.get()); }
 
-    OptimizerMoments fullOptimizerState() override
-    {
-        if (!m_opt->exp().defined())
-            return {};
-        return {m_opt->exp().clone(), m_opt->expSq().clone()};
-    }
+    OptimizerMoments fullOptimizerState() override { return copiedMoments(*m_opt); }
     bool loadOptimizerState(const OptimizerMoments &m, std::int64_t steps) override
     {
         m_opt->load(m.exp, m.expSq, steps);

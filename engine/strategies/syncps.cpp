@@ -93,9 +93,7 @@ public:
     // that lost the server restarts the moments).
     OptimizerMoments fullOptimizerState() override
     {
-        if (!isServer() || !m_opt->exp().defined())
-            return {};
-        return {m_opt->exp().clone(), m_opt->expSq().clone()};
+        return isServer() ? copiedMoments(*m_opt) : OptimizerMoments{};
     }
     bool loadOptimizerState(const OptimizerMoments &m, std::int64_t steps) override
     {

@@ -48,22 +48,14 @@ public:
 
     MemoryBreakdown memory() const override { return heldBytes(m_flat->values(), m_flat->grads(), m_opt.get()); }
 
-    // Every node holds its chunk of the moments: all-gather each.
+    // Every node holds its chunk of the moments.
     OptimizerMoments fullOptimizerState() override
     {
-        if (!m_opt->exp().defined())
-            return {};
-        OptimizerMoments full;
-        for (auto [part, out] : {std::pair{&m_opt->exp(), &full.exp}, std::pair{&m_opt->expSq(), &full.expSq}}) {
-            *out = torch::zeros({m_flat->numel()}, torch::kFloat32);
-            mine(*out).copy_(*part);
-            m_ctx.comm->allGather(viewOf(*out), "optimizer");
-        }
-        return full;
+        return gatheredMoments(*m_opt, m_flat->numel(), m_shard, *m_ctx.comm);
     }
     bool loadOptimizerState(const OptimizerMoments &m, std::int64_t steps) override
     {
-        m_opt->load(m.defined() ? mine(m.exp) : torch::Tensor(), m.defined() ? mine(m.expSq) : torch::Tensor(), steps);
+        loadMomentsChunk(*m_opt, m, m_shard, steps);
         return true;
     }
 

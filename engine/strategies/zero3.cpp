@@ -163,12 +163,9 @@ public:
             return {};
         std::vector<torch::Tensor> exp, expSq;
         for (const Shard &s : m_shards) {
-            for (auto [part, out] : {std::pair{&s.opt->exp(), &exp}, std::pair{&s.opt->expSq(), &expSq}}) {
-                torch::Tensor full = torch::zeros({s.flat->numel()}, torch::kFloat32);
-                mine(s, full).copy_(*part);
-                m_ctx.comm->allGather(viewOf(full), "optimizer");
-                out->push_back(full);
-            }
+            OptimizerMoments layer = gatheredMoments(*s.opt, s.flat->numel(), s.range, *m_ctx.comm);
+            exp.push_back(layer.exp);
+            expSq.push_back(layer.expSq);
         }
         return {torch::cat(exp), torch::cat(expSq)};
     }
@@ -176,11 +173,10 @@ public:
     {
         std::int64_t at = 0;
         for (Shard &s : m_shards) {
-            if (m.defined())
-                s.opt->load(mine(s, m.exp.narrow(0, at, s.flat->numel())),
-                            mine(s, m.expSq.narrow(0, at, s.flat->numel())), steps);
-            else
-                s.opt->load({}, {}, steps);
+            const OptimizerMoments layer =
+                m.defined() ? OptimizerMoments{m.exp.narrow(0, at, s.flat->numel()), m.expSq.narrow(0, at, s.flat->numel())}
+                            : OptimizerMoments{};
+            loadMomentsChunk(*s.opt, layer, s.range, steps);
             at += s.flat->numel();
         }
         return true;
