@@ -191,22 +191,6 @@ void slowDown(double slowdown, std::int64_t cpuNs)
 
 // What a node's strategy gets from the run's config (no model, data or
 // communicator yet).
-NodeContext settingsOf(const TrainConfig &config, int rank)
-{
-    NodeContext ctx;
-    ctx.rank = rank;
-    ctx.nodes = config.nodes;
-    ctx.optimizer = config.optimizer;
-    ctx.globalBatch = config.globalBatch;
-    ctx.bucketBytes = config.bucketBytes;
-    ctx.steps = config.steps;
-    ctx.maxStaleness = config.maxStaleness;
-    ctx.behaviour = std::size_t(rank) < config.behaviour.size() ? config.behaviour[std::size_t(rank)] : NodeBehaviour{};
-    ctx.placement = config.placement;
-    ctx.microBatches = config.microBatches;
-    ctx.schedule = config.schedule;
-    return ctx;
-}
 
 NodeMemory snapshot(int node, const Strategy &strategy)
 {
@@ -224,6 +208,23 @@ NodeMemory snapshot(int node, const Strategy &strategy)
 }
 
 } // namespace
+
+NodeContext nodeContextOf(const TrainConfig &config, int rank)
+{
+    NodeContext ctx;
+    ctx.rank = rank;
+    ctx.nodes = config.nodes;
+    ctx.optimizer = config.optimizer;
+    ctx.globalBatch = config.globalBatch;
+    ctx.bucketBytes = config.bucketBytes;
+    ctx.steps = config.steps;
+    ctx.maxStaleness = config.maxStaleness;
+    ctx.behaviour = std::size_t(rank) < config.behaviour.size() ? config.behaviour[std::size_t(rank)] : NodeBehaviour{};
+    ctx.placement = config.placement;
+    ctx.microBatches = config.microBatches;
+    ctx.schedule = config.schedule;
+    return ctx;
+}
 
 void validateConfig(const TrainConfig &c)
 {
@@ -339,12 +340,12 @@ NodeResult runNode(const TrainConfig &config, const NodeRun &run)
 {
     const int rank = run.rank;
     memory::NodeScope scope(run.memorySlot);
-    const NodeBehaviour behaviour = settingsOf(config, rank).behaviour;
+    const NodeBehaviour behaviour = nodeContextOf(config, rank).behaviour;
     std::unique_ptr<TrainModel> model = makeModel(config.model);
     if (run.initialParams.defined())
         loadParams(*model, run.initialParams);
     std::unique_ptr<Strategy> strategy = makeStrategy(config.strategy);
-    NodeContext ctx = settingsOf(config, rank);
+    NodeContext ctx = nodeContextOf(config, rank);
     ctx.comm = run.comm;
     ctx.data = run.data;
     ctx.model = model.get();
@@ -434,7 +435,7 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
     if (workers >= 1 && config.globalBatch % workers != 0)
         throw std::invalid_argument("--global-batch " + std::to_string(config.globalBatch) +
                                     " does not split evenly over " + std::to_string(workers) + " nodes");
-    kind->checkContext(config.model, settingsOf(config, /*rank=*/0));
+    kind->checkContext(config.model, nodeContextOf(config, /*rank=*/0));
 
     const bool gloo = config.backend == TrainConfig::Backend::Gloo;
     std::vector<std::unique_ptr<net::Transport>> mesh;
@@ -475,7 +476,7 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
             try {
                 memory::NodeScope scope(rank);
                 memory::resetNode(rank);
-                const NodeBehaviour behaviour = settingsOf(config, rank).behaviour;
+                const NodeBehaviour behaviour = nodeContextOf(config, rank).behaviour;
                 if (behaviour.joinAfterMs > 0)
                     std::this_thread::sleep_for(std::chrono::milliseconds(behaviour.joinAfterMs));
                 std::atomic<std::int64_t> currentStep{0};

@@ -151,6 +151,9 @@ TrainSummary runTraining(const TrainConfig &config, TrainObserver *observer = nu
 // Checks a config the way runTraining() does (std::invalid_argument, one
 // line), without data: strategy, sizes, links, backend.
 void validateConfig(const TrainConfig &config);
+// What rank `rank` of `config.nodes` is told about the run (the strategy's
+// NodeContext without its communicator, data or sinks).
+NodeContext nodeContextOf(const TrainConfig &config, int rank);
 
 // One node's part of a run: what runTraining()'s node threads and the
 // cluster runtime's nodes (engine/cluster/) both execute, so an embedded

@@ -841,16 +841,7 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
             if (epochConfig.globalBatch % shares != 0)
                 throw std::invalid_argument("--global-batch " + std::to_string(epochConfig.globalBatch) +
                                             " does not split evenly over " + std::to_string(shares) + " nodes");
-            NodeContext probe;
-            probe.rank = 0;
-            probe.nodes = world;
-            probe.globalBatch = epochConfig.globalBatch;
-            probe.steps = epochConfig.steps;
-            probe.placement = epochConfig.placement;
-            probe.microBatches = epochConfig.microBatches;
-            probe.schedule = epochConfig.schedule;
-            probe.maxStaleness = epochConfig.maxStaleness;
-            kind->checkContext(epochConfig.model, probe);
+            kind->checkContext(epochConfig.model, nodeContextOf(epochConfig, /*rank=*/0));
         } catch (const std::invalid_argument &e) {
             if (reforms == 0)
                 throw;
