@@ -155,6 +155,30 @@ inline std::int64_t eventTimeNs(const TensorRecord &e)
     return e.tNs;
 }
 
+// Records of every kind, one list each: a window a reader returns, a batch
+// a recorder writes.
+struct SessionEvents {
+    std::vector<net::FrameEvent> frames;
+    std::vector<SpanEvent> spans;
+    std::vector<MemorySample> memory;
+    std::vector<MetricSample> metrics;
+    std::vector<LogLine> logs;
+    std::vector<TensorRecord> tensors;
+    std::size_t size() const
+    {
+        return frames.size() + spans.size() + memory.size() + metrics.size() + logs.size() + tensors.size();
+    }
+    void clear()
+    {
+        frames.clear();
+        spans.clear();
+        memory.clear();
+        metrics.clear();
+        logs.clear();
+        tensors.clear();
+    }
+};
+
 // Where a run's events go: a recorder, the GUI bridge, a test. Live
 // clusters and ReplaySource call it the same way.
 //

@@ -246,11 +246,6 @@ std::uint64_t SessionInfo::events() const
     return n;
 }
 
-std::size_t SessionEvents::size() const
-{
-    return frames.size() + spans.size() + memory.size() + metrics.size() + logs.size() + tensors.size();
-}
-
 SessionReader::SessionReader(const QString &path)
     : m_path(path)
 {

@@ -78,17 +78,6 @@ struct CollectiveBoundary {
     std::int64_t endNs = 0;   // the latest node's end
 };
 
-// The records whose event time lies in a range, each list in time order.
-struct SessionEvents {
-    std::vector<net::FrameEvent> frames;
-    std::vector<SpanEvent> spans;
-    std::vector<MemorySample> memory;
-    std::vector<MetricSample> metrics;
-    std::vector<LogLine> logs;
-    std::vector<TensorRecord> tensors;
-    std::size_t size() const;
-};
-
 class SessionReader {
 public:
     explicit SessionReader(const QString &path); // throws SessionError
@@ -114,8 +103,8 @@ public:
     std::vector<TensorRecord> tensors(std::int64_t t0, std::int64_t t1) const;
     std::vector<TensorRecord> tensorsOfPause(std::uint64_t pauseId) const;
 
-    // Every record with event time in (after, upTo]: what a replay emits
-    // when its position moves from `after` to `upTo`.
+    // Every record with event time in (after, upTo], each list in time
+    // order: what a replay emits when its position moves from `after` to `upTo`.
     SessionEvents eventsIn(std::int64_t after, std::int64_t upTo) const;
     // The first event time after `tNs`; nullopt if none.
     std::optional<std::int64_t> nextEventTime(std::int64_t tNs) const;

@@ -380,21 +380,6 @@ private:
     std::array<std::int64_t, SpanEvent::kKinds> m_maxSpanNs{}, m_writtenMaxSpanNs{-1, -1, -1, -1, -1, -1};
 };
 
-std::size_t SessionRecorder::Batch::rows() const
-{
-    return frames.size() + spans.size() + memory.size() + metrics.size() + logs.size() + tensors.size();
-}
-
-void SessionRecorder::Batch::clear()
-{
-    frames.clear();
-    spans.clear();
-    memory.clear();
-    metrics.clear();
-    logs.clear();
-    tensors.clear();
-}
-
 SessionRecorder::SessionRecorder(const QString &path, const SessionHeader &header, bool overwrite)
     : m_path(path)
 {
@@ -545,7 +530,7 @@ void SessionRecorder::writerMain(const SessionHeader &header, std::promise<void>
             stopping = m_stopping;
         }
         deadline = std::chrono::steady_clock::now() + kCommitInterval;
-        const std::size_t rows = batch.rows();
+        const std::size_t rows = batch.size();
         try {
             if (rows)
                 writer->write(batch);

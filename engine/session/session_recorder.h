@@ -69,16 +69,7 @@ public:
 
 private:
     friend class SessionWriter;
-    struct Batch {
-        std::vector<net::FrameEvent> frames;
-        std::vector<SpanEvent> spans;
-        std::vector<MemorySample> memory;
-        std::vector<MetricSample> metrics;
-        std::vector<LogLine> logs;
-        std::vector<TensorRecord> tensors;
-        std::size_t rows() const;
-        void clear();
-    };
+    using Batch = SessionEvents;
     struct End {
         std::optional<double> finalLoss;
         std::int64_t endNs = 0;
