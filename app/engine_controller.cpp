@@ -1,4 +1,5 @@
 #include "engine_controller.h"
+#include "paused_tensor.h"
 #include "run_plan.h"
 #include "timeline_feed.h"
 
@@ -157,31 +158,6 @@ private:
     bool m_dirty = true;
 };
 
-PausedTensor toView(const engine::TensorSnapshot &s)
-{
-    PausedTensor t;
-    t.rank = s.node;
-    t.name = QString::fromStdString(s.name);
-    t.collective = net::collectiveName(s.kind);
-    t.step = s.step;
-    t.count = s.count;
-    t.before = s.before;
-    t.min = s.stats.min;
-    t.max = s.stats.max;
-    t.mean = s.stats.mean;
-    t.std = s.stats.std;
-    t.l2 = s.stats.l2;
-    t.nanCount = s.stats.nanCount;
-    t.values = QVector<double>(s.values.begin(), s.values.end());
-    t.downsampled = QVector<double>(s.downsampled.begin(), s.downsampled.end());
-    for (auto h : s.histogram)
-        t.histogram.append(h);
-    t.histogramMin = s.histogramMin;
-    t.histogramMax = s.histogramMax;
-    for (auto d : s.shape)
-        t.shape.append(d);
-    return t;
-}
 
 QString roleOf(const QString &strategy, int rank)
 {
@@ -279,9 +255,9 @@ EngineController::EngineController(int localNodes, QObject *parent) : QObject(pa
         view.reason = QString::fromStdString(state->reason);
         view.complete = state->complete;
         for (const auto &t : state->inputs)
-            view.inputs.append(toView(t));
+            view.inputs.append(pausedTensorOf(t));
         for (const auto &t : state->results)
-            view.results.append(toView(t));
+            view.results.append(pausedTensorOf(t));
         QMetaObject::invokeMethod(
             QCoreApplication::instance(), [self, view] {
                 if (self)

@@ -8,6 +8,7 @@
 // wherever it lands.
 #include "replay_controller.h"
 
+#include "paused_tensor.h"
 #include "run_plan.h"
 
 #include "engine/cluster/config_json.h"
@@ -40,63 +41,19 @@ QString oneLine(const char *what)
     return QString::fromUtf8(what).simplified();
 }
 
-// snapshotToJson writes non-finite values as strings ("nan", "inf", "-inf").
-double jsonNumber(const QJsonValue &v)
-{
-    if (!v.isString())
-        return v.toDouble();
-    const QString s = v.toString().trimmed().toLower();
-    if (s.contains(QLatin1String("nan")))
-        return std::numeric_limits<double>::quiet_NaN();
-    if (s == QLatin1String("inf") || s == QLatin1String("+inf"))
-        return std::numeric_limits<double>::infinity();
-    if (s == QLatin1String("-inf"))
-        return -std::numeric_limits<double>::infinity();
-    return s.toDouble();
-}
-
-QVector<double> jsonNumbers(const QJsonValue &v)
-{
-    QVector<double> out;
-    for (const QJsonValue &x : v.toArray())
-        out.append(jsonNumber(x));
-    return out;
-}
-
-QVector<qint64> jsonIntegers(const QJsonValue &v)
-{
-    QVector<qint64> out;
-    for (const QJsonValue &x : v.toArray())
-        out.append(qint64(x.toDouble()));
-    return out;
-}
-
-// A recorded tensor as the inspector shows it. Which node, step and side come
-// from the record (the file's indexed columns); the picture from its JSON
-// (engine/tensor_snapshot.cpp, snapshotToJson).
+// A recorded tensor as the inspector shows it: the picture from its JSON,
+// which node, step, collective and side from the record (the file's indexed
+// columns).
 PausedTensor fromRecord(const engine::TensorRecord &r)
 {
-    const QJsonObject o = QJsonDocument::fromJson(r.snapshotJson).object();
-    PausedTensor t;
-    t.rank = r.node;
-    t.name = QString::fromStdString(r.name);
-    t.collective = QString::fromUtf8(net::collectiveName(r.collective));
-    t.step = r.step;
-    t.before = r.before;
-    t.count = qint64(o.value("count").toDouble());
-    t.min = jsonNumber(o.value("min"));
-    t.max = jsonNumber(o.value("max"));
-    t.mean = jsonNumber(o.value("mean"));
-    t.std = jsonNumber(o.value("std"));
-    t.l2 = jsonNumber(o.value("l2"));
-    t.nanCount = qint64(o.value("nan").toDouble());
-    t.values = jsonNumbers(o.value("values"));
-    t.downsampled = jsonNumbers(o.value("downsampled"));
-    t.histogram = jsonIntegers(o.value("histogram"));
-    t.histogramMin = jsonNumber(o.value("histogram_min"));
-    t.histogramMax = jsonNumber(o.value("histogram_max"));
-    t.shape = jsonIntegers(o.value("shape"));
-    return t;
+    engine::TensorSnapshot s = engine::snapshotFromJson(r.snapshotJson);
+    s.node = r.node;
+    s.name = r.name;
+    s.kind = r.collective;
+    s.seq = r.seq;
+    s.step = r.step;
+    s.before = r.before;
+    return pausedTensorOf(s);
 }
 
 bool sameMemory(const widgets::MemoryBytes &a, const widgets::MemoryBytes &b)

@@ -6,8 +6,6 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 
-#include <cmath>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -91,6 +89,61 @@ QByteArray snapshotToJson(const TensorSnapshot &s, std::int64_t maxValues)
                         {"histogram", histogram},
                         {"downsampled", downsampled}};
     return QJsonDocument(o).toJson(QJsonDocument::Compact);
+}
+
+namespace {
+
+// snapshotToJson writes non-finite values as strings ("nan", "inf", "-inf").
+double jsonNumber(const QJsonValue &v)
+{
+    if (!v.isString())
+        return v.toDouble();
+    const QString s = v.toString().trimmed().toLower();
+    if (s.contains(QLatin1String("nan")))
+        return std::numeric_limits<double>::quiet_NaN();
+    if (s == QLatin1String("inf") || s == QLatin1String("+inf"))
+        return std::numeric_limits<double>::infinity();
+    if (s == QLatin1String("-inf"))
+        return -std::numeric_limits<double>::infinity();
+    return s.toDouble();
+}
+
+} // namespace
+
+TensorSnapshot snapshotFromJson(const QByteArray &json)
+{
+    const QJsonObject o = QJsonDocument::fromJson(json).object();
+    TensorSnapshot s;
+    s.node = o.value("node").toInt(-1);
+    s.step = std::int64_t(o.value("step").toDouble());
+    const QString kind = o.value("kind").toString();
+    for (int k = 0; k <= int(net::CollectiveKind::Pull); ++k)
+        if (kind == QLatin1String(net::collectiveName(net::CollectiveKind(k))))
+            s.kind = net::CollectiveKind(k);
+    s.seq = o.value("seq").toString().toULongLong();
+    s.name = o.value("name").toString().toStdString();
+    s.peer = o.value("peer").toInt(-1);
+    s.before = o.value("before").toBool(true);
+    s.edited = o.value("edited").toBool(false);
+    for (const QJsonValue &d : o.value("shape").toArray())
+        s.shape.push_back(std::int64_t(d.toDouble()));
+    s.count = std::int64_t(o.value("count").toDouble());
+    for (const QJsonValue &v : o.value("values").toArray())
+        s.values.push_back(jsonNumber(v));
+    s.stats.min = jsonNumber(o.value("min"));
+    s.stats.max = jsonNumber(o.value("max"));
+    s.stats.mean = jsonNumber(o.value("mean"));
+    s.stats.std = jsonNumber(o.value("std"));
+    s.stats.l2 = jsonNumber(o.value("l2"));
+    s.stats.nanCount = std::int64_t(o.value("nan").toDouble());
+    s.stats.infCount = std::int64_t(o.value("inf").toDouble());
+    s.histogramMin = jsonNumber(o.value("histogram_min"));
+    s.histogramMax = jsonNumber(o.value("histogram_max"));
+    for (const QJsonValue &h : o.value("histogram").toArray())
+        s.histogram.push_back(std::int64_t(h.toDouble()));
+    for (const QJsonValue &v : o.value("downsampled").toArray())
+        s.downsampled.push_back(jsonNumber(v));
+    return s;
 }
 
 TensorSnapshot takeSnapshot(const net::TensorView &v, const SnapshotOptions &options)

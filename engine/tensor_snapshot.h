@@ -52,6 +52,9 @@ TensorSnapshot takeSnapshot(const net::TensorView &buffer, const SnapshotOptions
 // values themselves only when there are at most `maxValues` of them (the
 // stats, histogram and downsampled view always).
 QByteArray snapshotToJson(const TensorSnapshot &snapshot, std::int64_t maxValues = 1 << 18);
+// Back from that JSON (non-finite values were written as strings). Missing
+// or mistyped fields read as zero or empty; never throws.
+TensorSnapshot snapshotFromJson(const QByteArray &json);
 
 // An in-place change to a held buffer, queued by BreakpointController::edit().
 struct TensorEdit {

@@ -403,6 +403,34 @@ void TestBreakpoints::snapshotsLargeTensorsAsSummaries()
     QCOMPARE(int(s.downsampled.size()), 256);
     const TensorSnapshot full = takeSnapshot(smol::net::viewOf(v.data(), v.size()), SnapshotOptions{});
     QCOMPARE(int(full.values.size()), 1000);
+
+    // Through a session file's JSON and back: every field, the NaN included.
+    TensorSnapshot named = full;
+    named.node = 2;
+    named.step = 7;
+    named.kind = smol::net::CollectiveKind::ReduceScatter;
+    named.seq = 41;
+    named.name = "bucket 1";
+    named.before = false;
+    const TensorSnapshot back = snapshotFromJson(snapshotToJson(named));
+    QCOMPARE(back.node, 2);
+    QCOMPARE(back.step, std::int64_t(7));
+    QCOMPARE(int(back.kind), int(smol::net::CollectiveKind::ReduceScatter));
+    QCOMPARE(back.seq, std::uint64_t(41));
+    QCOMPARE(back.name, std::string("bucket 1"));
+    QVERIFY(!back.before);
+    QCOMPARE(back.count, full.count);
+    QCOMPARE(back.shape, full.shape);
+    QCOMPARE(back.values.size(), full.values.size());
+    QVERIFY(std::isnan(back.values[10]));
+    QCOMPARE(back.values[999], 999.0);
+    QCOMPARE(back.stats.nanCount, std::int64_t(1));
+    QCOMPARE(back.stats.mean, full.stats.mean);
+    QCOMPARE(back.histogram, full.histogram);
+    QCOMPARE(back.downsampled.size(), full.downsampled.size());
+    QCOMPARE(back.histogramMax, full.histogramMax);
+    // Not JSON at all: an empty snapshot, no exception.
+    QCOMPARE(snapshotFromJson("not json").count, std::int64_t(0));
 }
 
 QTEST_GUILESS_MAIN(TestBreakpoints)
