@@ -1,5 +1,6 @@
 // Emulated slow links (net/link_shaper.h) over both transports: measured
-// transfer times must match the configured bandwidth and latency within 20%,
+// transfer times must match the configured bandwidth and latency (no more
+// than 20% early; late only by a loaded machine's scheduling, see asShaped),
 // unlimited links must stay fast, a limit changed at run time must take
 // effect, and a ring all-reduce must slow down by what its slow link costs.
 #include "rank_threads.h"
@@ -57,6 +58,15 @@ net::TransportOptions options()
 }
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// A shaped transfer took `want` seconds, as configured: at most 20% early (the
+// shaper's burst), and late only by what a loaded 2-core machine's scheduling
+// adds (30% + 15 ms). A limit not applied, or the wrong one (a 4x rate),
+// still fails.
+bool asShaped(double got, double want)
+{
+    return got >= 0.8 * want && got <= 1.3 * want + 0.015;
+}
 
 struct Timing {
     double sendComplete = 0; // ticket finished: the last byte left
@@ -127,8 +137,8 @@ void TestLinkEmulation::bandwidthAndLatency()
           "(expected %.1f)",
           net::transportName(kind), 1e3 * t.received, 1e3 * expected, 1e3 * t.sendComplete, 1e3 * wire);
     QVERIFY(t.received > 0);
-    QVERIFY(std::abs(t.received - expected) <= 0.2 * expected);
-    QVERIFY(std::abs(t.sendComplete - wire) <= 0.2 * wire);
+    QVERIFY(asShaped(t.received, expected));
+    QVERIFY(asShaped(t.sendComplete, wire));
     QVERIFY(t.sendComplete <= t.received + 0.001); // a send completes when its bytes left, before they arrive
 }
 
@@ -176,8 +186,8 @@ void TestLinkEmulation::limitChangesAtRunTime()
     qInfo("%s: 512 KiB at 20 Mbit/s: %.1f ms (expected %.1f); then 80 Mbit/s: %.1f ms (expected %.1f); then "
           "unlimited: %.2f ms",
           net::transportName(kind), 1e3 * slow, 1e3 * wantSlow, 1e3 * faster, 1e3 * wantFaster, 1e3 * unlimited);
-    QVERIFY(std::abs(slow - wantSlow) <= 0.2 * wantSlow);
-    QVERIFY(std::abs(faster - wantFaster) <= 0.2 * wantFaster);
+    QVERIFY(asShaped(slow, wantSlow));
+    QVERIFY(asShaped(faster, wantFaster));
     QVERIFY(unlimited > 0 && unlimited < 0.03);
 }
 
