@@ -80,21 +80,28 @@ public:
         if (m_next)
             m_next->onMemorySnapshot(s);
     }
+    void onReform(int attempt, int maxAttempts, int nodes, std::int64_t fromStep, const std::string &reason) override
+    {
+        if (m_next)
+            m_next->onReform(attempt, maxAttempts, nodes, fromStep, reason);
+    }
 
 private:
     SessionEventSink *m_events;
     TrainObserver *m_next;
 };
 
-// Collects every node's loss for a step and reports the step once all are in.
-// Leader-paced (asynchronous strategies): a step is rank 0's step, reported
-// when rank 0 finishes it, with the other nodes' latest memory.
+// Collects every node's loss for a step and reports the step once all are in:
+// their mean, weighted by `lossRows` (rows by rank) when the nodes' shares of
+// the batch differ. Leader-paced (asynchronous strategies): a step is rank
+// 0's step, reported when rank 0 finishes it, with the other nodes' latest
+// memory.
 class StepBoard {
 public:
     StepBoard(int nodes, std::int64_t steps, std::int64_t samplesPerStep, TrainObserver *observer,
-              bool leaderPaced)
+              bool leaderPaced, std::vector<std::int64_t> lossRows)
         : m_nodes(nodes), m_globalBatch(samplesPerStep), m_observer(observer), m_leaderPaced(leaderPaced),
-          m_losses(std::size_t(steps)), m_memory(std::size_t(steps), std::vector<NodeMemory>(std::size_t(nodes))),
+          m_lossRows(std::move(lossRows)), m_losses(std::size_t(steps)), m_memory(std::size_t(steps), std::vector<NodeMemory>(std::size_t(nodes))),
           m_latest(std::size_t(nodes)), m_count(std::size_t(steps), 0), m_start(Clock::now()) {}
 
     void report(int node, std::int64_t step, double loss, const NodeMemory &mem)
@@ -106,14 +113,14 @@ public:
             if (m_leaderPaced && node != 0)
                 return;
             if (!std::isnan(loss))
-                m_losses[std::size_t(step)].push_back(loss);
+                m_losses[std::size_t(step)].emplace_back(node, loss);
             m_memory[std::size_t(step)][std::size_t(node)] = mem;
             if (m_leaderPaced)
                 m_memory[std::size_t(step)] = m_latest;
             else if (++m_count[std::size_t(step)] < m_nodes)
                 return;
             r.step = step;
-            r.loss = mean(m_losses[std::size_t(step)]);
+            r.loss = stepLoss(m_losses[std::size_t(step)], m_lossRows);
             r.seconds = std::chrono::duration<double>(Clock::now() - m_start).count();
             r.samplesPerS = r.seconds > 0 ? double((step + 1) * m_globalBatch) / r.seconds : 0;
             r.memory = m_memory[std::size_t(step)];
@@ -126,26 +133,20 @@ public:
     {
         std::vector<double> c;
         for (const auto &l : m_losses)
-            c.push_back(mean(l));
+            c.push_back(stepLoss(l, m_lossRows));
         return c;
     }
     std::vector<NodeMemory> lastMemory() const { return m_memory.empty() ? std::vector<NodeMemory>{} : m_memory.back(); }
 
 private:
-    static double mean(const std::vector<double> &v)
-    {
-        double s = 0;
-        for (double x : v)
-            s += x;
-        return v.empty() ? std::nan("") : s / double(v.size());
-    }
 
     std::mutex m_mutex;
     int m_nodes;
     std::int64_t m_globalBatch;
     TrainObserver *m_observer;
     bool m_leaderPaced;
-    std::vector<std::vector<double>> m_losses;
+    std::vector<std::int64_t> m_lossRows; // by rank; empty: a plain mean
+    std::vector<std::vector<std::pair<int, double>>> m_losses; // (rank, loss) per step
     std::vector<std::vector<NodeMemory>> m_memory;
     std::vector<NodeMemory> m_latest; // by node
     std::vector<int> m_count;
@@ -226,13 +227,15 @@ NodeContext nodeContextOf(const TrainConfig &config, int rank)
     return ctx;
 }
 
+static_assert(kMaxNodes <= memory::kMaxNodes, "every node of a run needs its own memory slot");
+
 void validateConfig(const TrainConfig &c)
 {
     const auto names = strategyNames();
     if (std::find(names.begin(), names.end(), c.strategy) == names.end())
         throw std::invalid_argument("unknown strategy '" + c.strategy + "'");
-    if (c.nodes < 1 || c.nodes > 16)
-        throw std::invalid_argument("--nodes must be between 1 and 16");
+    if (c.nodes < 1 || c.nodes > kMaxNodes)
+        throw std::invalid_argument("--nodes must be between 1 and " + std::to_string(kMaxNodes));
     if (c.strategy == "single" && c.nodes != 1)
         throw std::invalid_argument("the single strategy runs on exactly 1 node");
     if (c.steps < 1)
@@ -429,12 +432,7 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
 
     const std::shared_ptr<const DataSource> data = loadTrainingData(config);
     const std::unique_ptr<Strategy> kind = makeStrategy(config.strategy);
-    const int workers = kind->batchShares(config.nodes);
-    if (workers < 1)
-        throw std::invalid_argument(config.strategy + " needs at least 2 nodes (a server and a worker)");
-    if (workers >= 1 && config.globalBatch % workers != 0)
-        throw std::invalid_argument("--global-batch " + std::to_string(config.globalBatch) +
-                                    " does not split evenly over " + std::to_string(workers) + " nodes");
+    checkBatchSplit(*kind, config.globalBatch, config.nodes);
     kind->checkContext(config.model, nodeContextOf(config, /*rank=*/0));
 
     const bool gloo = config.backend == TrainConfig::Backend::Gloo;
@@ -442,9 +440,12 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
     std::unique_ptr<GlooStore> glooStore; // the gloo nodes' rendezvous
     if (config.nodes > 1 && gloo)
         glooStore = std::make_unique<GlooStore>();
-    else if (config.nodes > 1) {
+    else {
+        // A 1-node world gets a communicator too (its collectives return at
+        // once): no strategy runs without one.
         const std::string token = QString::number(QRandomGenerator::system()->generate64(), 16).toStdString();
-        mesh = net::makeLocalMesh(config.transport, config.nodes, token);
+        mesh = net::makeLocalMesh(config.nodes > 1 ? config.transport : net::TransportKind::Inproc, config.nodes,
+                                  token);
         for (const auto &l : config.links) {
             mesh[std::size_t(l.a)]->setLinkLimit(l.b, l.limit);
             mesh[std::size_t(l.b)]->setLinkLimit(l.a, l.limit);
@@ -461,7 +462,8 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
             t->setTraceSink(&bytes);
 
     const std::int64_t samplesPerStep = kind->samplesPerStep(config.globalBatch, config.nodes);
-    StepBoard board(config.nodes, config.steps, samplesPerStep, observer, kind->isAsynchronous());
+    StepBoard board(config.nodes, config.steps, samplesPerStep, observer, kind->isAsynchronous(),
+                    lossRows(*kind, config.globalBatch, config.nodes));
     AsyncStats asyncStats;
     std::map<std::string, std::vector<double>> stats; // strategy figures, one entry per node
     std::mutex errorMutex;

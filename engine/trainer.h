@@ -119,6 +119,11 @@ public:
     virtual void onMemorySnapshot(const MemorySnapshot &) {}
     // A held-out loss after `step` (TrainConfig::testEvery), from rank 0's thread.
     virtual void onTestLoss(std::int64_t /*step*/, double /*loss*/) {}
+    // Cluster runs: a node was lost and the run re-forms, attempt `attempt`
+    // of at most `maxAttempts`, with `nodes` nodes from step `fromStep`.
+    // From the coordinator's run() thread.
+    virtual void onReform(int /*attempt*/, int /*maxAttempts*/, int /*nodes*/, std::int64_t /*fromStep*/,
+                          const std::string & /*reason*/) {}
 };
 
 struct TrainSummary {

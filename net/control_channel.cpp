@@ -152,15 +152,21 @@ bool ControlChannel::isOpen() const
     return !m_closed;
 }
 
-std::string ControlChannel::peerAddress() const
+namespace {
+std::string addressText(int fd, int (*get)(int, sockaddr *, socklen_t *))
 {
     sockaddr_in addr{};
     socklen_t len = sizeof addr;
-    if (::getpeername(m_fd, reinterpret_cast<sockaddr *>(&addr), &len) != 0)
+    if (get(fd, reinterpret_cast<sockaddr *>(&addr), &len) != 0)
         return "?";
     char text[INET_ADDRSTRLEN] = {};
     ::inet_ntop(AF_INET, &addr.sin_addr, text, sizeof text);
     return text;
 }
+} // namespace
+
+std::string ControlChannel::peerAddress() const { return addressText(m_fd, ::getpeername); }
+
+std::string ControlChannel::localAddress() const { return addressText(m_fd, ::getsockname); }
 
 } // namespace smol::net

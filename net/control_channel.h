@@ -62,6 +62,8 @@ public:
     void close();
     // The peer's IPv4 address as text ("127.0.0.1").
     std::string peerAddress() const;
+    // This end's IPv4 address as text: the address the peer reached us at.
+    std::string localAddress() const;
     bool isOpen() const;
     int fdForTesting() const { return m_fd; } // tests write raw bytes past the framing
 

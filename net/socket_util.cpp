@@ -159,4 +159,20 @@ void closeFd(int &fd)
     fd = -1;
 }
 
+bool isPlausibleHost(const std::string &host)
+{
+    if (host.empty() || host.size() > 253 || host.front() == '-' || host.front() == '.')
+        return false;
+    for (const char ch : host)
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+              ch == '.'))
+            return false;
+    return true;
+}
+
+bool isLoopbackHost(const std::string &host)
+{
+    return host == "localhost" || host.rfind("127.", 0) == 0;
+}
+
 } // namespace smol::net::sock

@@ -20,5 +20,11 @@ void writeAll(int fd, const char *data, std::size_t n, Clock::time_point deadlin
 void setNonBlocking(int fd, bool on);
 void tuneDataSocket(int fd); // TCP_NODELAY and large kernel buffers
 void closeFd(int &fd);
+// True when `host` could be an address to dial: an IPv4 literal or a DNS
+// name (letters, digits, '-', '.', at most 253 characters). Text from the
+// network (an advertised address) is checked with it before use.
+bool isPlausibleHost(const std::string &host);
+// True for 127.0.0.0/8 (and "localhost").
+bool isLoopbackHost(const std::string &host);
 
 } // namespace smol::net::sock

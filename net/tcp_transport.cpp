@@ -145,8 +145,10 @@ void TcpTransport::waitForPeers(std::chrono::milliseconds timeout)
                 return false;
         return true;
     };
-    if (m_changed.wait_for(lock, timeout, allUp))
+    if (m_changed.wait_for(lock, timeout, [&] { return allUp() || m_aborted || m_stop; }) && allUp())
         return;
+    if (m_aborted || m_stop)
+        SMOL_THROW(NetError, "rank " + std::to_string(m_rank) + ": aborted while waiting for its peers");
     std::string missing;
     for (int p = 0; p < m_worldSize; ++p)
         if (p != m_rank && !m_connected[std::size_t(p)])

@@ -5,6 +5,7 @@
 
 #include "engine/memory_tracker.h"
 #include "net/errors.h"
+#include "net/socket_util.h"
 #include "net/trace.h"
 
 #include <QHostInfo>
@@ -29,7 +30,11 @@ Cluster runtime (a coordinator and nodes over authenticated TCP):
   --wait-nodes N      nodes that must join before training starts (default
                       --nodes); training uses the first --nodes of them
   --local-nodes K     also run K nodes as threads of this process (default 0
-                      with --listen, else --nodes)
+                      with --listen, else --nodes); 0 to 64
+  --advertise ADDR    the address other machines dial to reach this
+                      process's own nodes (default: the address each of
+                      them reaches the coordinator at); for a multi-homed
+                      or NAT'd coordinator (docs/runtime.md)
   --wait-timeout SEC  give up when the nodes have not joined (default 120)
   --heartbeat-timeout SEC
                       a node silent this long is lost (default 5)
@@ -79,7 +84,7 @@ QString reachableAddress()
 
 bool parseClusterOption(const QStringList &args, int &i, ClusterCliOptions &o, QString &error)
 {
-    static const QStringList names{"--listen",       "--token",          "--wait-nodes",
+    static const QStringList names{"--listen",       "--token",          "--wait-nodes",     "--advertise",
                                    "--local-nodes",  "--wait-timeout",   "--heartbeat-timeout",
                                    "--checkpoint-every", "--checkpoint-dir", "--resume", "--recovery-every"};
     const QString a = args[i];
@@ -99,12 +104,15 @@ bool parseClusterOption(const QStringList &args, int &i, ClusterCliOptions &o, Q
     } else if (a == "--token") {
         ok = !v.isEmpty();
         o.token = v.toStdString();
+    } else if (a == "--advertise") {
+        o.advertise = v.toStdString();
+        ok = net::sock::isPlausibleHost(o.advertise);
     } else if (a == "--wait-nodes") {
         o.waitNodes = v.toInt(&ok);
-        ok = ok && o.waitNodes >= 1 && o.waitNodes <= 16;
+        ok = ok && o.waitNodes >= 1 && o.waitNodes <= kMaxClusterNodes;
     } else if (a == "--local-nodes") {
         o.localNodes = v.toInt(&ok);
-        ok = ok && o.localNodes >= 0 && o.localNodes <= 16;
+        ok = ok && o.localNodes >= 0 && o.localNodes <= kMaxClusterNodes;
     } else if (a == "--wait-timeout") {
         ok = seconds(v, o.waitTimeout);
     } else if (a == "--heartbeat-timeout") {
@@ -179,7 +187,10 @@ TrainSummary runClusterTraining(const TrainConfig &config, ClusterCliOptions o, 
             no.port = coordinator.port();
             no.token = o.token;
             no.name = "local-" + std::to_string(k);
-            no.bindAddress = "127.0.0.1";
+            // Listening: remote peers dial these nodes too (the data plane is
+            // authenticated like the control plane).
+            no.bindAddress = o.listen ? "0.0.0.0" : "127.0.0.1";
+            no.advertise = o.advertise;
             no.memorySlot = k;
             no.inProcess = true;
             try {
@@ -235,6 +246,9 @@ Options:
                       host name and process id)
   --bind ADDR         address for the data-plane port other nodes connect
                       to (default 0.0.0.0)
+  --advertise ADDR    the address other nodes dial to reach this one
+                      (default: the address the coordinator sees this node
+                      connect from); for a multi-homed or NAT'd machine
   --clock-skew MS     pretend this machine's clock is MS ms ahead (may be
                       negative): watch the coordinator estimate and correct it
   --heartbeat SEC     seconds between heartbeats (default 1)
@@ -279,6 +293,9 @@ int runNodeCommand(const QStringList &args, QTextStream &out, QTextStream &err)
             o.name = v.toStdString();
         } else if (a == "--bind") {
             o.bindAddress = v.toStdString();
+        } else if (a == "--advertise") {
+            o.advertise = v.toStdString();
+            ok = net::sock::isPlausibleHost(o.advertise);
         } else if (a == "--clock-skew") {
             const double ms = v.toDouble(&ok);
             ok = ok && std::isfinite(ms) && std::fabs(ms) < 1e9;

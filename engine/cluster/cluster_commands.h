@@ -22,6 +22,7 @@ struct ClusterCliOptions {
     std::uint16_t listenPort = 0; // 0 with enabled: loopback, any port, local nodes only
     bool listen = false;       // --listen given: accept nodes from other machines
     std::string token;
+    std::string advertise;     // --advertise: the data-plane address of this process's own nodes
     int waitNodes = 0;         // nodes that must join before training starts
     int localNodes = -1;       // node threads in this process (-1: --nodes when not listening, else 0)
     std::chrono::milliseconds waitTimeout{120000};

@@ -50,6 +50,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// After the user's stop, how long run() waits for the nodes to report their
+// abort before it returns anyway.
+constexpr std::chrono::milliseconds kStopGrace{1000};
+
 std::int64_t bigInt(const QJsonValue &v)
 {
     return v.isString() ? v.toString().toLongLong() : std::int64_t(v.toDouble());
@@ -166,6 +170,7 @@ private:
 struct Coordinator::Private {
     struct Conn {
         ClusterNode info;
+        std::string coordinatorAddress; // this process's address as the node reached it
         std::unique_ptr<net::ControlChannel> channel;
         std::thread reader;
         net::ClockEstimator clock;
@@ -393,6 +398,10 @@ struct Coordinator::Private {
             hello = channel->receive();
             if (hello.type() != "hello")
                 throw std::runtime_error("expected hello, got '" + hello.type() + "'");
+            const QJsonValue advertise = hello.json.value(QStringLiteral("advertise"));
+            if (!advertise.isUndefined() &&
+                (!advertise.isString() || !net::sock::isPlausibleHost(advertise.toString().toStdString())))
+                throw std::runtime_error("its advertised address is not a host name or IPv4 address");
         } catch (const std::exception &e) {
             log("refused a node from " + from + ": " + e.what());
             return;
@@ -406,6 +415,8 @@ struct Coordinator::Private {
             conn->info.id = int(conns.size());
             conn->info.name = hello.json.value(QStringLiteral("name")).toString().toStdString();
             conn->info.host = from;
+            conn->info.advertise = hello.json.value(QStringLiteral("advertise")).toString().toStdString();
+            conn->coordinatorAddress = channel->localAddress();
             conn->info.pid = std::int64_t(hello.json.value(QStringLiteral("pid")).toDouble());
             if (conn->info.name.empty())
                 conn->info.name = "node" + std::to_string(conn->info.id);
@@ -595,6 +606,22 @@ struct Coordinator::Private {
     }
 
     Conn &conn(int id) { return *conns[std::size_t(id)]; }
+
+    // The data-plane address `recipient` dials to reach `peer` (under
+    // mutex). docs/runtime.md, "Which address a node advertises":
+    //   1. the address the peer advertised (--advertise), if any;
+    //   2. a peer on this machine (it joined over loopback, like the
+    //      window's own nodes) is reached where the recipient reaches this
+    //      coordinator, when the recipient is on another machine;
+    //   3. otherwise the address the peer connected from.
+    std::string dataAddressFor(const Conn &peer, const Conn &recipient) const
+    {
+        if (!peer.info.advertise.empty())
+            return peer.info.advertise;
+        if (net::sock::isLoopbackHost(peer.info.host) && !net::sock::isLoopbackHost(recipient.info.host))
+            return recipient.coordinatorAddress;
+        return peer.info.host;
+    }
 
     bool send(int id, const QJsonObject &json, const QByteArray &blob = {})
     {
@@ -857,6 +884,7 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
             for (int r = 0; r < world; ++r) {
                 d->conn(members[std::size_t(r)]).info.rank = r;
                 d->conn(members[std::size_t(r)]).info.state = ClusterNode::State::Running;
+                d->conn(members[std::size_t(r)]).info.lastError.clear();
             }
         }
         board.beginEpoch(world, startStep);
@@ -922,6 +950,8 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
 
         while (!allSettled()) {
             const std::optional<Event> ev = d->nextEvent(phaseDeadline);
+            if (!ev && stopped)
+                break; // the user's stop: nodes that have not settled finish their abort on their own
             if (!ev) {
                 // Someone is stuck in set-up (or in an abort): give up on it.
                 for (int r = 0; r < world; ++r) {
@@ -943,7 +973,7 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
                 stopped = true;
                 firstError = "stopped by the user";
                 abortAll();
-                phaseDeadline = Clock::now() + options.setupTimeout;
+                phaseDeadline = Clock::now() + kStopGrace; // Stop always stops, within a second
                 continue;
             }
             const int r = rankOf(ev->node);
@@ -977,17 +1007,20 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
                 listening[std::size_t(r)] = true;
                 ports[std::size_t(r)] = std::uint16_t(m.json.value(QStringLiteral("port")).toInt());
                 if (!aborting && std::all_of(listening.begin(), listening.end(), [](bool b) { return b; })) {
-                    QJsonArray peers;
+                    // Each node gets the list as it can reach it (dataAddressFor).
+                    std::vector<QJsonArray> peersFor(static_cast<std::size_t>(world));
                     {
                         std::lock_guard lock(d->mutex);
                         for (int q = 0; q < world; ++q)
-                            peers.append(QJsonObject{{"host", QString::fromStdString(
-                                                                  d->conn(members[std::size_t(q)]).info.host)},
-                                                     {"port", int(ports[std::size_t(q)])}});
+                            for (int p = 0; p < world; ++p)
+                                peersFor[std::size_t(q)].append(QJsonObject{
+                                    {"host", QString::fromStdString(d->dataAddressFor(
+                                                 d->conn(members[std::size_t(p)]), d->conn(members[std::size_t(q)])))},
+                                    {"port", int(ports[std::size_t(p)])}});
                     }
                     for (int q = 0; q < world; ++q)
                         d->send(members[std::size_t(q)],
-                                QJsonObject{{"type", "peers"}, {"epoch", epoch}, {"peers", peers}});
+                                QJsonObject{{"type", "peers"}, {"epoch", epoch}, {"peers", peersFor[std::size_t(q)]}});
                     phaseDeadline = Clock::now() + options.setupTimeout;
                 }
             } else if (type == "ready") {
@@ -1062,7 +1095,12 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
                         d->log(nameOf(r) + " sent an unusable checkpoint: " + e.what());
                     }
                 }
-                const std::string what = nameOf(r) + ": " + m.json.value(QStringLiteral("error")).toString().toStdString();
+                const std::string error = m.json.value(QStringLiteral("error")).toString().left(2000).toStdString();
+                const std::string what = nameOf(r) + ": " + error;
+                if (!m.json.value(QStringLiteral("aborted")).toBool()) { // its own failure, not our abort
+                    std::lock_guard lock(d->mutex);
+                    d->conn(ev->node).info.lastError = error;
+                }
                 if (!aborting) { // the first to fail; the rest are aborted and report why they stopped
                     if (firstError.empty())
                         firstError = what;
@@ -1162,8 +1200,11 @@ TrainSummary Coordinator::run(const TrainConfig &configIn, const ClusterRunOptio
             startStep = bestCkptSteps;
             start = bestCkpt;
         }
-        d->log("re-forming: " + firstError + "; " + std::to_string(next.size()) + " node(s) resume from step " +
+        d->log("re-forming (attempt " + std::to_string(reforms) + " of " + std::to_string(options.maxReforms) +
+               "): " + firstError + "; " + std::to_string(next.size()) + " node(s) resume from step " +
                std::to_string(startStep));
+        if (observer)
+            observer->onReform(reforms, options.maxReforms, int(next.size()), startStep, firstError);
         members = next;
     }
 }

@@ -32,6 +32,9 @@
 
 namespace smol::engine {
 
+// A class's cluster: 30 students and spares, local or remote.
+constexpr int kMaxClusterNodes = 64;
+
 struct CoordinatorOptions {
     std::string bindAddress = "0.0.0.0";
     std::uint16_t port = 0; // 0: any free port (see port())
@@ -45,6 +48,9 @@ struct ClusterNode {
     int id = -1;             // join order, 0, 1, ...
     std::string name;
     std::string host;        // the address it connected from
+    // The data-plane address it asked to be reached at (smolctl node
+    // --advertise); "" = worked out by the coordinator (docs/runtime.md).
+    std::string advertise;
     std::int64_t pid = 0;
     State state = State::Idle;
     int rank = -1;           // in the current or last epoch
@@ -52,6 +58,9 @@ struct ClusterNode {
     std::int64_t clockOffsetNs = 0; // node clock minus coordinator clock
     std::int64_t clockErrorNs = 0;  // |estimate - truth| is at most this
     std::string lostReason;
+    // Why this node's last epoch failed (its own error, not an abort it was
+    // told to make); "" once a new epoch starts or when it did not fail.
+    std::string lastError;
 };
 const char *clusterNodeStateName(ClusterNode::State state);
 

@@ -107,11 +107,14 @@ public:
         std::string name = m_opts.name;
         if (name.empty())
             name = QHostInfo::localHostName().toStdString() + "-" + std::to_string(::getpid());
-        m_channel->send(QJsonObject{{"type", "hello"},
-                                    {"name", QString::fromStdString(name)},
-                                    {"host", QHostInfo::localHostName()},
-                                    {"pid", double(::getpid())},
-                                    {"version", 1}});
+        QJsonObject hello{{"type", "hello"},
+                          {"name", QString::fromStdString(name)},
+                          {"host", QHostInfo::localHostName()},
+                          {"pid", double(::getpid())},
+                          {"version", 1}};
+        if (!m_opts.advertise.empty())
+            hello.insert("advertise", QString::fromStdString(m_opts.advertise));
+        m_channel->send(hello);
         m_heartbeat = std::thread([this] { heartbeatLoop(); });
         int code = 1;
         try {
@@ -331,6 +334,24 @@ private:
         m_cv.notify_all();
     }
 
+    // Dial a lower rank at the address the coordinator gave for it. A
+    // failure names the address and where it came from: the usual cause
+    // across machines is a node that cannot be reached at the address it
+    // was seen at (several interfaces, NAT), fixed with --advertise.
+    void connectToPeer(net::TcpTransport &transport, int peer, const std::pair<std::string, std::uint16_t> &address)
+    {
+        try {
+            transport.connectTo(peer, address.first, address.second);
+        } catch (const net::NetError &e) {
+            throw std::runtime_error(std::string(e.what()) + " (rank " + std::to_string(peer) +
+                                     "'s data-plane address " + address.first + ":" +
+                                     std::to_string(address.second) +
+                                     ", as the coordinator gave it; if that node cannot be reached there, start it "
+                                     "with --advertise ADDR, or give the coordinator --advertise ADDR for its own "
+                                     "nodes; docs/runtime.md)");
+        }
+    }
+
     void heartbeatLoop()
     {
         auto nextBeat = std::chrono::steady_clock::now();
@@ -402,6 +423,9 @@ private:
     void epochMain(Assignment a)
     {
         std::unique_ptr<net::TcpTransport> transport;
+        // A 1-node world still gets a transport and a communicator (its
+        // collectives return at once), so no strategy ever runs without one.
+        std::vector<std::unique_ptr<net::Transport>> alone;
         TelemetryBuffer telemetry;
         TrainingState ckpt = a.initial;
         std::int64_t ckptSteps = a.firstStep;
@@ -429,12 +453,14 @@ private:
                 }
                 transport->setTraceSink(&telemetry);
                 port = transport->listenPort();
+            } else {
+                alone = net::makeLocalMesh(net::TransportKind::Inproc, 1, m_opts.token);
             }
             {
                 std::lock_guard lock(m_mutex);
                 if (m_aborted)
                     throw std::runtime_error("aborted by the coordinator");
-                m_transport = transport.get();
+                m_transport = transport ? static_cast<net::Transport *>(transport.get()) : alone.front().get();
                 m_telemetry = &telemetry;
             }
             m_channel->send(QJsonObject{{"type", "listening"}, {"epoch", a.epoch}, {"port", int(port)}});
@@ -449,18 +475,19 @@ private:
                     throw std::runtime_error("the peer list has " + std::to_string(peers.size()) + " entries for " +
                                              std::to_string(a.world) + " ranks");
                 for (int j = 0; j < a.rank; ++j)
-                    transport->connectTo(j, peers[std::size_t(j)].first, peers[std::size_t(j)].second);
+                    connectToPeer(*transport, j, peers[std::size_t(j)]);
                 transport->waitForPeers(std::chrono::seconds(30));
             }
             m_channel->send(QJsonObject{{"type", "ready"}, {"epoch", a.epoch}});
             waitFor([&] { return m_started; }, "the start signal");
 
+            net::Transport &link = transport ? static_cast<net::Transport &>(*transport) : *alone.front();
             std::unique_ptr<net::Communicator> comm;
             std::atomic<std::int64_t> currentStep{a.firstStep};
             std::unique_ptr<net::CollectiveHook> breakHook;
             std::unique_ptr<SpanHook> spanHook;
-            if (transport) {
-                comm = std::make_unique<net::Communicator>(*transport);
+            {
+                comm = std::make_unique<net::Communicator>(link);
                 if (a.remoteBreakpoints)
                     breakHook = std::make_unique<RemoteHook>(*this, a.epoch, &currentStep);
                 if (a.record) {
@@ -497,6 +524,13 @@ private:
                 every = every > 0 ? std::gcd(every, a.diskEvery) : a.diskEvery;
             run.checkpointEvery = every;
             run.onStep = [&](std::int64_t k, double loss, const NodeMemory &mem) {
+                {
+                    // A strategy that sends nothing (single, a 1-node world)
+                    // learns of an abort here, at its step boundary.
+                    std::lock_guard lock(m_mutex);
+                    if (m_aborted)
+                        throw std::runtime_error("aborted by the coordinator");
+                }
                 m_channel->send(QJsonObject{{"type", "step"},
                                             {"epoch", a.epoch},
                                             {"rank", a.rank},
@@ -546,10 +580,16 @@ private:
             if (a.rank == 0)
                 outcomeBlob = packState({result.finalParams, {}});
         } catch (const std::exception &e) {
+            bool aborted = false; // told to stop, so not this node's own failure
+            {
+                std::lock_guard lock(m_mutex);
+                aborted = m_aborted;
+            }
             log("epoch " + std::to_string(a.epoch) + " (rank " + std::to_string(a.rank) + ") ended: " + e.what());
             outcome = QJsonObject{{"type", "failed"},
                                   {"epoch", a.epoch},
                                   {"rank", a.rank},
+                                  {"aborted", aborted},
                                   {"error", e.what()},
                                   {"ckpt_steps", double(ckptSteps)},
                                   {"moments", ckpt.moments.defined()}};

@@ -26,6 +26,11 @@ struct NodeAgentOptions {
     std::string token;
     std::string name;                    // "" = host name and pid
     std::string bindAddress = "0.0.0.0"; // data-plane listen address
+    // The data-plane address peers should dial ("" = the coordinator works
+    // it out: the address it sees this node connect from, or, for a node on
+    // the coordinator's own machine, the address each peer reaches the
+    // coordinator at). For multi-homed or NAT'd machines.
+    std::string advertise;
     std::chrono::milliseconds heartbeatInterval{1000};
     std::chrono::milliseconds connectTimeout{10000};
     int memorySlot = 0;      // memory_tracker node id this node's allocations are charged to

@@ -1,12 +1,15 @@
 // ddp: distributed data parallel.
 //
 // Every node holds the whole model. Per step, node r computes gradients on
-// its B/N samples; gradients are averaged across nodes with ring all-reduce
-// in buckets of about `bucketBytes`. Buckets follow the parameters in
-// reverse order (the order backward produces them) and each is launched from
-// the autograd hook that completes it, while backward is still running for
-// the earlier layers. Then every node applies the same optimizer update to
-// the same averaged gradients, so the replicas stay identical.
+// its share of the B samples (B/N; when N does not divide B, the first B % N
+// nodes take one more, and each loss is weighted by rows x N / B so the
+// average stays the global mean: batchWeight); gradients are averaged across
+// nodes with ring all-reduce in buckets of about `bucketBytes`. Buckets follow
+// the parameters in reverse order (the order backward produces them) and each
+// is launched from the autograd hook that completes it, while backward is
+// still running for the earlier layers. Then every node applies the same
+// optimizer update to the same averaged gradients, so the replicas stay
+// identical.
 //
 // Holds: all parameters, all gradients, all optimizer state (Adam: 2x params).
 // Bytes on the wire per node per step: 2(N-1)/N x 4P sent and the same
@@ -27,6 +30,15 @@ namespace {
 class DdpStrategy : public Strategy {
 public:
     std::string name() const override { return "ddp"; }
+
+    // The hooks point at this strategy: they go with it, whoever else still
+    // holds the parameters' accumulators (a graph kept alive, a model that
+    // outlives the run).
+    ~DdpStrategy() override
+    {
+        for (std::size_t i = 0; i < m_accumulators.size(); ++i)
+            m_accumulators[i]->del_post_hook(m_hookKeys[i]);
+    }
 
     void setup(NodeContext &ctx) override
     {
@@ -50,7 +62,7 @@ public:
         }
         for (std::size_t i = 0; i < slots.size(); ++i) {
             auto acc = torch::autograd::impl::grad_accumulator(slots[i].param);
-            acc->add_post_hook(std::make_unique<ReadyHook>(this, i));
+            m_hookKeys.push_back(acc->add_post_hook(std::make_unique<ReadyHook>(this, i)));
             m_accumulators.push_back(std::move(acc));
         }
     }
@@ -63,7 +75,8 @@ public:
         m_launched = 0;
         const torch::Tensor loss =
             timed(m_ctx, SpanEvent::Kind::Forward, step, [&] { return m_ctx.model->loss(localBatch(m_ctx, step)); });
-        timed(m_ctx, SpanEvent::Kind::Backward, step, [&] { loss.backward(); });
+        timed(m_ctx, SpanEvent::Kind::Backward, step,
+              [&] { weightedLoss(loss, batchWeight(m_ctx)).backward(); });
         launchReady(/*all=*/true); // parameters that got no gradient still take part
         timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] { m_opt->step(m_flat->values(), m_flat->grads()); });
         return loss.item<double>();
@@ -125,6 +138,7 @@ private:
     std::vector<Bucket> m_buckets;
     std::vector<std::size_t> m_bucketOf;
     std::vector<std::shared_ptr<torch::autograd::Node>> m_accumulators;
+    std::vector<std::uintptr_t> m_hookKeys; // by accumulator: its ReadyHook
     std::size_t m_launched = 0;
 };
 
