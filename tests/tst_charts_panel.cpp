@@ -14,6 +14,7 @@
 #include <QTest>
 #include <QValueAxis>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -206,6 +207,55 @@ private Q_SLOTS:
         // Nice bounds, grown a step of ticks at a time: a few rescales, not one per point.
         QVERIFY2(rescaled.count() < 30, qPrintable(QString::number(rescaled.count())));
         verifyAxesContain(panel.lossChart());
+    }
+
+    // Up to kMaxRankLines ranks a line each; more: max, mean and min over the
+    // ranks at each step, also for the steps drawn before a rank joined.
+    void manyNodesAreGrouped_data()
+    {
+        QTest::addColumn<int>("nodes");
+        QTest::newRow("8 nodes") << 8;
+        QTest::newRow("9 nodes") << 9;
+        QTest::newRow("64 nodes") << 64;
+    }
+
+    void manyNodesAreGrouped()
+    {
+        QFETCH(int, nodes);
+        ChartsPanel panel;
+        panel.addStep(point(0, 2.0, std::min(nodes, 4))); // a smaller world first (a re-formed run grows)
+        for (int s = 1; s < 40; ++s)
+            panel.addStep(point(s, loss(s), nodes));
+        const QList<QLineSeries *> lines = panel.bytesLines();
+        QCOMPARE(panel.bytesChart()->series().size(), lines.size());
+        if (nodes <= ChartsPanel::kMaxRankLines) {
+            QVERIFY(!panel.bytesGrouped());
+            QCOMPARE(lines.size(), nodes);
+            QVERIFY(panel.bytesSeries(nodes - 1));
+            return;
+        }
+        QVERIFY(panel.bytesGrouped());
+        QCOMPARE(lines.size(), 3);
+        QVERIFY(!panel.bytesSeries(0));
+        QCOMPARE(lines[0]->name(), QStringLiteral("max"));
+        QCOMPARE(lines[2]->name(), QStringLiteral("min"));
+        // Every step on every line, max >= mean >= min, in the chart's unit.
+        const QVector<double> first = point(0, 2.0, std::min(nodes, 4)).bytesPerSecondPerNode;
+        const double unit = lines[0]->at(0).y() / *std::max_element(first.begin(), first.end());
+        QVERIFY2(qFuzzyCompare(unit, 1e-6), qPrintable(QString::number(unit))); // MB/s for these rates
+        for (QLineSeries *line : lines)
+            QCOMPARE(line->count(), 40);
+        for (int i = 0; i < 40; ++i) {
+            QVERIFY(lines[0]->at(i).y() >= lines[1]->at(i).y());
+            QVERIFY(lines[1]->at(i).y() >= lines[2]->at(i).y());
+            const QVector<double> v = point(i, 1.0, i == 0 ? std::min(nodes, 4) : nodes).bytesPerSecondPerNode;
+            QVERIFY(qFuzzyCompare(lines[0]->at(i).y(), *std::max_element(v.begin(), v.end()) * unit));
+            QVERIFY(qFuzzyCompare(lines[2]->at(i).y(), *std::min_element(v.begin(), v.end()) * unit));
+        }
+        verifyAxesContain(panel.bytesChart());
+        panel.clear();
+        QVERIFY(!panel.bytesGrouped());
+        QVERIFY(panel.bytesLines().isEmpty());
     }
 
     void clearEmptiesEverything()

@@ -12,7 +12,9 @@
 #include <QSignalSpy>
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 
 using namespace smol::widgets;
 
@@ -159,6 +161,17 @@ private Q_SLOTS:
         QTest::newRow("ring 16 at 1920x1080 projector")
             << Topology::Ring << 16 << 0 << QSize(1920, 1080) << true;
         QTest::newRow("chain 4 at 1920x1080") << Topology::Chain << 4 << 0 << QSize(1920, 1080) << false;
+        // A class: 32 and 64 nodes, in the window's cluster view at 1600x1000
+        // (about 940x560) and at 1024x768 with projector fonts (about 680x330),
+        // and the whole widget at 1024x768.
+        for (Topology t : {Topology::Ring, Topology::Star, Topology::Chain})
+            for (int n : {32, 64})
+                for (QSize size : {QSize(940, 560), QSize(680, 330), QSize(1024, 768)})
+                    QTest::addRow("%s %d nodes %dx%d", qPrintable(topologyName(t)), n, size.width(), size.height())
+                        << t << n << 0 << size << (size.width() != 940);
+        QTest::newRow("64 not in run, projector") << Topology::Ring << 0 << 64 << QSize(680, 330) << true;
+        QTest::newRow("48 + 16 not in run, projector") << Topology::Ring << 48 << 16 << QSize(1024, 768) << true;
+        QTest::newRow("30 + 2 not in run") << Topology::Chain << 30 << 2 << QSize(940, 560) << false;
     }
 
     void layoutFitsAndKeepsNodesApart()
@@ -189,16 +202,35 @@ private Q_SLOTS:
         QVERIFY(view.nodeRect(nodes + outOfRun).isEmpty());
         QCOMPARE(view.nodeAt(QPointF(1, 1)), -1);
 
-        // Readable: boxes keep a minimum size even at 16 nodes.
+        // Readable: full boxes keep a minimum size; compact ones (many
+        // nodes) room for a two-digit rank beside its state strip, and its bar.
+        const QSize least = view.isCompact() ? QSize(34, 22) : QSize(60, 34);
         for (const QRectF &r : rects)
-            QVERIFY2(r.width() >= 60 && r.height() >= 34,
+            QVERIFY2(r.width() >= least.width() && r.height() >= least.height(),
                      qPrintable(QStringLiteral("box %1x%2 too small").arg(r.width()).arg(r.height())));
+        QVERIFY2(nodes + outOfRun >= 12 || !view.isCompact(), "compact boxes for a handful of nodes");
+        if (view.isCompact())
+            for (int id = 0; id < nodes + outOfRun; ++id) { // the box shows who it is
+                const QStringList text = view.nodeText(id);
+                const QString label = id < nodes ? QString::number(id) : QStringLiteral("#%1").arg(id);
+                QVERIFY2(!text.isEmpty() && text.first() == label, qPrintable(text.join('|')));
+            }
 
         // Nodes not in the run sit below every node in it.
         for (int id = nodes; id < nodes + outOfRun; ++id)
             for (int rank = 0; rank < nodes; ++rank)
                 QVERIFY(rects[id].top() > rects[rank].bottom());
 
+        // Compact: a grid read like text, in rank order, then the nodes not
+        // in the run in id order.
+        if (view.isCompact()) {
+            for (int id = 0; id + 1 < nodes + outOfRun; ++id) {
+                const QRectF a = rects[id], b = rects[id + 1];
+                QVERIFY2((b.left() > a.right() && std::abs(b.top() - a.top()) < 1e-6) || b.top() > a.bottom(),
+                         qPrintable(QStringLiteral("%1 is not after %2 in reading order").arg(id + 1).arg(id)));
+            }
+            return;
+        }
         // The topology's order.
         if (nodes < 3)
             return;
@@ -233,6 +265,128 @@ private Q_SLOTS:
             }
             break;
         }
+    }
+
+    // Whatever order the snapshot lists nodes in and whatever ids they have,
+    // the boxes follow the ranks (and ids for the nodes not in the run).
+    void nodesAreDrawnInRankOrder_data()
+    {
+        QTest::addColumn<int>("nodes");
+        QTest::addColumn<QSize>("size");
+        QTest::newRow("ring of 6") << 6 << QSize(1024, 768);
+        QTest::newRow("grid of 16") << 16 << QSize(680, 330);
+        QTest::newRow("grid of 64") << 64 << QSize(1024, 768);
+    }
+
+    void nodesAreDrawnInRankOrder()
+    {
+        QFETCH(int, nodes);
+        QFETCH(QSize, size);
+        const int idle = 3;
+        auto s = std::const_pointer_cast<ClusterState>(makeState(Topology::Ring, nodes + idle));
+        // Ranks a shuffle of the ids (as when nodes joined in another order than
+        // they are ranked), three nodes out of the run, the list in neither order.
+        QVector<int> rankOfId(nodes + idle);
+        for (int id = 0; id < nodes + idle; ++id)
+            rankOfId[id] = id;
+        std::mt19937 random(7);
+        std::shuffle(rankOfId.begin(), rankOfId.end(), random);
+        for (NodeState &n : s->nodes) {
+            n.rank = rankOfId[n.id] < nodes ? rankOfId[n.id] : -1;
+            n.state = n.rank >= 0 ? NodeRunState::Running : NodeRunState::Idle;
+        }
+        std::shuffle(s->nodes.begin(), s->nodes.end(), random);
+        s->links.clear();
+        ClusterView view;
+        view.resize(size);
+        view.setState(s);
+        QVector<int> idByRank(nodes), idleIds;
+        for (const NodeState &n : s->nodes) {
+            if (n.rank >= 0)
+                idByRank[n.rank] = n.id;
+            else
+                idleIds << n.id;
+        }
+        std::sort(idleIds.begin(), idleIds.end());
+        QVector<int> order = idByRank + idleIds;
+        if (!view.isCompact()) { // the ring: clockwise from the top in rank order
+            const QRectF first = view.nodeRect(order[0]);
+            QVERIFY(first.center().y() < size.height() / 2);
+            QPointF centroid;
+            for (int r = 0; r < nodes; ++r)
+                centroid += view.nodeRect(idByRank[r]).center() / nodes;
+            for (int r = 0; r + 1 < nodes; ++r) {
+                double step = angleAround(view.nodeRect(idByRank[r + 1]).center(), centroid) -
+                              angleAround(view.nodeRect(idByRank[r]).center(), centroid);
+                while (step <= 0)
+                    step += 2 * M_PI;
+                QVERIFY2(step < M_PI, qPrintable(QStringLiteral("rank %1 after %2").arg(r + 1).arg(r)));
+            }
+            order = idleIds;
+        }
+        for (int i = 0; i + 1 < order.size(); ++i) {
+            const QRectF a = view.nodeRect(order[i]), b = view.nodeRect(order[i + 1]);
+            QVERIFY2((b.left() > a.right() && std::abs(b.top() - a.top()) < 1e-6) || b.top() > a.bottom(),
+                     qPrintable(QStringLiteral("node %1 is not after node %2").arg(order[i + 1]).arg(order[i])));
+        }
+    }
+
+    // A failed node's box says "failed" and why, at the window's sizes; in
+    // compact mode the header names it with its reason, and its box keeps a mark.
+    void failedNodeSaysWhy_data()
+    {
+        QTest::addColumn<int>("nodes");
+        QTest::addColumn<QSize>("size");
+        QTest::addColumn<bool>("projector");
+        QTest::newRow("4 nodes") << 4 << QSize(940, 560) << false;
+        QTest::newRow("4 nodes projector") << 4 << QSize(680, 330) << true;
+        QTest::newRow("3 nodes 800x500") << 3 << QSize(800, 500) << false;
+        QTest::newRow("64 nodes") << 64 << QSize(680, 330) << true;
+    }
+
+    void failedNodeSaysWhy()
+    {
+        QFETCH(int, nodes);
+        QFETCH(QSize, size);
+        QFETCH(bool, projector);
+        const QString reason = QStringLiteral("connect to 10.0.0.7:41234: Connection refused");
+        auto s = std::const_pointer_cast<ClusterState>(makeState(Topology::Ring, nodes));
+        s->nodes[1].state = NodeRunState::Failed;
+        s->nodes[1].reason = reason;
+        ClusterView view;
+        view.resize(size);
+        view.setProjectorMode(projector);
+        view.setState(s);
+        const QStringList failed = view.nodeText(1), other = view.nodeText(0);
+        const QStringList failedWords = failed.filter(runStateName(NodeRunState::Failed));
+        if (!view.isCompact()) {
+            QVERIFY2(!failedWords.isEmpty(), qPrintable(failed.join('|')));
+            // The reason, elided to the box at worst, but more than a word of it.
+            bool why = false;
+            for (QString line : failed) {
+                line.remove(QChar(0x2026));
+                why = why || (line.size() >= 12 && reason.startsWith(line));
+            }
+            QVERIFY2(why, qPrintable(failed.join('|')));
+        } else {
+            QVERIFY2(!failedWords.isEmpty() || failed.contains(QStringLiteral("!")), qPrintable(failed.join('|')));
+        }
+        QVERIFY(other.filter(runStateName(NodeRunState::Failed)).isEmpty());
+        for (const QString &line : other)
+            QVERIFY(!reason.startsWith(line.left(12)) || line.size() < 4);
+        // In the pixels: the failed colour in its box, not in a running one's.
+        const QImage image = render(view);
+        const QColor colour = Palette::forMode(projector).state(NodeRunState::Failed);
+        QVERIFY(pixelsOfColor(image, view.nodeRect(1).toAlignedRect(), colour) > 10);
+        QCOMPARE(pixelsOfColor(image, view.nodeRect(0).toAlignedRect(), colour), 0);
+        if (view.isCompact()) { // the header's third line, above every box, is in that colour
+            double top = size.height();
+            for (int id = 0; id < nodes; ++id)
+                top = std::min(top, view.nodeRect(id).top());
+            QVERIFY(pixelsOfColor(image, QRect(0, 0, size.width(), int(top)), colour) > 20);
+        }
+        // The tooltip has the whole reason.
+        QVERIFY(nodeSummary(s->nodes[1]).contains(reason));
     }
 
     void clickSelectsAndEmptySpaceClears()
@@ -424,6 +578,18 @@ private Q_SLOTS:
         memory.setState(s);
         QVERIFY(render(memory).save(QStringLiteral("/tmp/memory_view.png")));
 
+        // A failed epoch, as the window shows it: 4 nodes, and a class of 64.
+        for (int n : {4, 64}) {
+            auto failed = std::const_pointer_cast<ClusterState>(makeState(Topology::Ring, n));
+            failed->nodes[1].state = NodeRunState::Failed;
+            failed->nodes[1].reason = QStringLiteral("epoch 1 (rank 1) ended: connect to 10.0.0.7:41234: Connection refused");
+            ClusterView view;
+            view.resize(n == 4 ? QSize(940, 560) : QSize(680, 330));
+            view.setProjectorMode(n != 4);
+            view.setState(failed);
+            QVERIFY(render(view).save(QStringLiteral("/tmp/cluster_view_failed_%1.png").arg(n)));
+        }
+
         if (mode != "all")
             return;
         struct Case {
@@ -438,6 +604,8 @@ private Q_SLOTS:
             {Topology::Chain, 4, 0, {1024, 768}, true},  {Topology::Chain, 8, 0, {800, 500}, false},
             {Topology::Chain, 16, 0, {1024, 768}, true}, {Topology::Ring, 2, 0, {1920, 1080}, false},
             {Topology::Ring, 16, 0, {1024, 768}, true},  {Topology::Star, 16, 0, {1920, 1080}, true},
+            {Topology::Ring, 32, 0, {940, 560}, false},  {Topology::Ring, 64, 0, {680, 330}, true},
+            {Topology::Chain, 64, 0, {940, 560}, false}, {Topology::Ring, 48, 16, {1024, 768}, true},
         };
         for (const Case &c : gallery) {
             ClusterView view;

@@ -286,6 +286,65 @@ private Q_SLOTS:
         QVERIFY(coloured);
     }
 
+    // A class's 64 nodes in a short dock: every lane inside the picture, in
+    // rank order, apart, hit by laneAt; names every few lanes.
+    void manyLanesShrinkToFit_data()
+    {
+        QTest::addColumn<int>("lanes");
+        QTest::addColumn<double>("height");
+        QTest::addColumn<bool>("projector");
+        QTest::newRow("4 lanes") << 4 << 300.0 << false;
+        QTest::newRow("16 lanes, short dock") << 16 << 180.0 << false;
+        QTest::newRow("32 lanes") << 32 << 300.0 << true;
+        QTest::newRow("64 lanes") << 64 << 300.0 << false;
+        QTest::newRow("64 lanes, projector") << 64 << 250.0 << true;
+    }
+
+    void manyLanesShrinkToFit()
+    {
+        QFETCH(int, lanes);
+        QFETCH(double, height);
+        QFETCH(bool, projector);
+        TimelineData d;
+        QStringList names;
+        for (int i = 0; i < lanes; ++i)
+            names << QStringLiteral("local-%1").arg(i);
+        d.setNodes(names);
+        for (int i = 0; i < lanes; ++i)
+            addPacket(d, i, (i + 1) % lanes, 1'000 + i * 100, 2'000, std::uint32_t(i));
+        TimelineRenderer r;
+        r.setProjectorMode(projector);
+        const QRectF picture(0, 0, 900, height);
+        r.layout(picture, lanes);
+        for (int lane = 0; lane < lanes; ++lane) {
+            const QRectF l = r.laneRect(lane);
+            QVERIFY2(picture.contains(l.adjusted(0, 0, 0, -0.01)), qPrintable(QStringLiteral("lane %1 outside").arg(lane)));
+            QVERIFY(l.height() > 0);
+            if (lane > 0)
+                QVERIFY(l.top() >= r.laneRect(lane - 1).bottom() - 1e-9);
+            QCOMPARE(r.laneAt(l.center().y()), lane);
+            QVERIFY(r.rowRect(lane, TimelineData::Row::Compute).height() >= 1);
+            QVERIFY(r.rowRect(lane, TimelineData::Row::Collective).top() >=
+                    r.rowRect(lane, TimelineData::Row::Compute).bottom() - 1e-9);
+        }
+        // Every lane named while lanes are tall; thin ones every few, and
+        // labels (11 px type at least) a line apart.
+        if (lanes <= 4)
+            QCOMPARE(r.laneLabelEvery(), 1);
+        if (lanes >= 32)
+            QVERIFY(r.laneLabelEvery() > 1);
+        QVERIFY(r.laneLabelEvery() * r.laneRect(0).height() >= 11);
+        QImage image(picture.size().toSize(), QImage::Format_ARGB32_Premultiplied);
+        TimeAxis a;
+        a.left = r.timeLeft();
+        a.width = r.timeWidth();
+        a.clampTo(d.beginNs(), d.endNs());
+        a.fit();
+        QPainter p(&image);
+        const TimelineFrameStats stats = r.paint(p, d, a, {});
+        QVERIFY(stats.arrows + stats.packetsInRuns == std::size_t(lanes));
+    }
+
     void packetsInFlight()
     {
         TimelineData d;

@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <utility>
 
 namespace smol::widgets {
 
@@ -177,6 +179,64 @@ QLineSeries *ChartsPanel::bytesSeries(int rank) const
                                                                   : nullptr;
 }
 
+QList<QLineSeries *> ChartsPanel::bytesLines() const
+{
+    QList<QLineSeries *> lines;
+    for (QLineSeries *s : m_bytesGrouped ? m_bytesGroups : m_bytesPerRank)
+        lines << s;
+    return lines;
+}
+
+void ChartsPanel::groupBytes()
+{
+    for (QLineSeries *series : m_bytesPerRank) {
+        m_bytes.view->chart()->removeSeries(series);
+        delete series;
+    }
+    m_bytesPerRank.clear();
+    m_bytesGrouped = true;
+    // Darkest the most, lightest the least, the mean in a colour of its own.
+    const std::pair<QString, QColor> groups[] = {{tr("max"), QColor(0x08, 0x45, 0x94)},
+                                                 {tr("mean"), QColor(0xd5, 0x5e, 0x00)},
+                                                 {tr("min"), QColor(0x6b, 0xae, 0xd6)}};
+    for (const auto &[name, colour] : groups) {
+        auto *series = new QLineSeries(this);
+        series->setName(name);
+        addSeries(m_bytes, series, colour);
+        m_bytesGroups.push_back(series);
+    }
+    applyStyle();
+    QVector<StepPoint> all;
+    for (const StepPoint &p : m_model->points())
+        all.append(p);
+    plotBytesGroups(all);
+}
+
+void ChartsPanel::plotBytesGroups(const QVector<StepPoint> &points)
+{
+    QList<QPointF> most, mean, least;
+    for (const StepPoint &point : points) {
+        double hi = -std::numeric_limits<double>::infinity(), lo = -hi, sum = 0;
+        int n = 0;
+        for (double v : point.bytesPerSecondPerNode)
+            if (std::isfinite(v)) {
+                hi = std::max(hi, v);
+                lo = std::min(lo, v);
+                sum += v;
+                ++n;
+            }
+        if (n == 0)
+            continue;
+        const double x = double(point.step);
+        most.append(QPointF(x, hi / m_bytes.yScale));
+        mean.append(QPointF(x, sum / n / m_bytes.yScale));
+        least.append(QPointF(x, lo / m_bytes.yScale));
+    }
+    plot(m_bytes, m_bytesGroups[0], most);
+    plot(m_bytes, m_bytesGroups[1], mean);
+    plot(m_bytes, m_bytesGroups[2], least);
+}
+
 QLineSeries *ChartsPanel::ensureBytesSeries(int rank)
 {
     while (m_bytesPerRank.size() <= std::size_t(rank)) {
@@ -210,13 +270,20 @@ void ChartsPanel::addSteps(const QVector<StepPoint> &points)
     }
     if (largest / m_bytes.yScale >= 1000)
         chooseByteUnit(largest);
+    if (!m_bytesGrouped && m_model->nodeColumnCount() > kMaxRankLines) {
+        groupBytes(); // draws these points too
+        ranks = 0;
+    } else if (m_bytesGrouped) {
+        plotBytesGroups(points);
+        ranks = 0;
+    }
     QList<QPointF> loss, samples;
     std::vector<QList<QPointF>> bytes(static_cast<std::size_t>(ranks));
     for (const StepPoint &point : points) {
         const double x = double(point.step);
         loss.append(QPointF(x, point.loss));
         samples.append(QPointF(x, point.samplesPerSecond));
-        for (int r = 0; r < point.bytesPerSecondPerNode.size(); ++r)
+        for (int r = 0; r < ranks && r < point.bytesPerSecondPerNode.size(); ++r)
             bytes[std::size_t(r)].append(QPointF(x, point.bytesPerSecondPerNode[r] / m_bytes.yScale));
     }
     plot(m_loss, m_trainLoss, loss);
@@ -291,7 +358,7 @@ void ChartsPanel::chooseByteUnit(double largest)
         return;
     // Rare (at most three times a run): rescale the lines already drawn.
     const double ratio = m_bytes.yScale / kUnits[u].scale;
-    for (QLineSeries *series : m_bytesPerRank) {
+    for (QLineSeries *series : bytesLines()) {
         QList<QPointF> points = series->points();
         for (QPointF &p : points)
             p.setY(p.y() * ratio);
@@ -311,11 +378,13 @@ void ChartsPanel::clear()
     m_trainLoss->clear();
     m_testLoss->clear();
     m_samples->clear();
-    for (QLineSeries *series : m_bytesPerRank) {
+    for (QLineSeries *series : bytesLines()) {
         m_bytes.view->chart()->removeSeries(series);
         delete series;
     }
     m_bytesPerRank.clear();
+    m_bytesGroups.clear();
+    m_bytesGrouped = false;
     m_bytes.yScale = 1;
     m_bytes.y->setTitleText(m_bytes.yTitle);
     for (Plot *plot : {&m_loss, &m_throughput, &m_bytes})

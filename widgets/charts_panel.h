@@ -1,7 +1,9 @@
 // Three live charts of a run, for the projector: the loss (a "train" line
 // with one point per step and a sparse "test" line), samples per second per
 // step, and the bytes each node sent per second (one line per rank, in the
-// rank's colour). The figures come from the engine bridge as StepPoints; the
+// rank's colour; above kMaxRankLines ranks, three lines instead: the most,
+// the mean and the least any node sent at each step, so a class's 64 nodes
+// make a readable chart with a legend of three). The figures come from the engine bridge as StepPoints; the
 // panel plots them as given and keeps every one of them in a MetricsModel
 // (metricsModel(), for a table or a CSV export).
 //
@@ -41,6 +43,7 @@ class ChartsPanel : public QWidget {
 
 public:
     static constexpr int kMaxPoints = 2000;
+    static constexpr int kMaxRankLines = 8;
 
     explicit ChartsPanel(QWidget *parent = nullptr);
     ~ChartsPanel() override;
@@ -67,8 +70,12 @@ public:
     QLineSeries *trainLossSeries() const { return m_trainLoss; }
     QLineSeries *testLossSeries() const { return m_testLoss; }
     QLineSeries *samplesSeries() const { return m_samples; }
-    // Rank r's bytes/s line (nullptr before a step reported rank r).
+    // Rank r's bytes/s line (nullptr before a step reported rank r, and
+    // when the chart shows max/mean/min instead).
     QLineSeries *bytesSeries(int rank) const;
+    // Every line on the bytes chart: one per rank, or max, mean and min.
+    QList<QLineSeries *> bytesLines() const;
+    bool bytesGrouped() const { return m_bytesGrouped; }
 
 private:
     // One chart: its view, axes and the extent of the data plotted on it.
@@ -95,6 +102,9 @@ private:
     void chooseByteUnit(double largest);
     void applyStyle();
     QLineSeries *ensureBytesSeries(int rank);
+    // Per-rank lines out, max/mean/min lines in, drawn from every step so far.
+    void groupBytes();
+    void plotBytesGroups(const QVector<StepPoint> &points);
 
     MetricsModel *m_model = nullptr;
     Plot m_loss;
@@ -104,6 +114,8 @@ private:
     QLineSeries *m_testLoss = nullptr;
     QLineSeries *m_samples = nullptr;
     std::vector<QLineSeries *> m_bytesPerRank;
+    std::vector<QLineSeries *> m_bytesGroups; // max, mean, min
+    bool m_bytesGrouped = false;
     bool m_projector = false;
 };
 

@@ -16,7 +16,10 @@ namespace smol::widgets {
 
 enum class Topology { Ring, Star, Chain }; // ddp/zero*/tensor: ring; syncps/edp: star (rank 0 centre); pipeline: chain
 
-enum class NodeRunState { Idle, Running, Paused, Slow, Lost };
+// Failed: the node's last epoch ended with its own error (NodeState::reason);
+// Lost: it stopped answering or was killed.
+enum class NodeRunState { Idle, Running, Paused, Slow, Lost, Failed };
+inline constexpr int kNodeRunStateCount = 6;
 
 // Bytes by category, as the engine's memory accounting reports them.
 struct MemoryBytes {
@@ -42,6 +45,7 @@ struct NodeState {
     // under the chosen strategy (bytes); empty when no formula applies.
     std::optional<std::int64_t> predictedBytes;
     QString lastLog; // newest log line
+    QString reason;  // Failed: why its last epoch failed; Lost: why it was lost
 };
 
 // Traffic on a directed link over the last second, from trace events.

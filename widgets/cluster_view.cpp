@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <tuple>
 
 namespace smol::widgets {
 
@@ -75,6 +76,37 @@ const NodeState *findNode(const ClusterState &state, int id)
         if (n.id == id)
             return &n;
     return nullptr;
+}
+
+// The node whose failure the header names in compact mode: the first failed
+// one (by rank, then id), else the first lost one; nullptr when none says why.
+const NodeState *firstAlert(const ClusterState &state)
+{
+    const NodeState *best = nullptr;
+    const auto key = [](const NodeState *n) {
+        return std::tuple(n->state != NodeRunState::Failed, n->rank < 0, n->rank, n->id);
+    };
+    for (const NodeState &n : state.nodes)
+        if ((n.state == NodeRunState::Failed || n.state == NodeRunState::Lost) && !n.reason.isEmpty() &&
+            (!best || key(&n) < key(best)))
+            best = &n;
+    return best;
+}
+
+// "60 running, 2 paused, 1 failed, 1 lost": how many nodes are in each state.
+QString stateCounts(const ClusterState &state)
+{
+    int count[kNodeRunStateCount] = {};
+    for (const NodeState &n : state.nodes)
+        ++count[int(n.state)];
+    QStringList parts;
+    for (NodeRunState s : {NodeRunState::Running, NodeRunState::Paused, NodeRunState::Slow, NodeRunState::Failed,
+                           NodeRunState::Lost, NodeRunState::Idle})
+        if (count[int(s)] > 0)
+            parts << QStringLiteral("%1 %2").arg(count[int(s)]).arg(runStateName(s));
+    const int n = int(state.nodes.size());
+    return (n == 1 ? ClusterView::tr("1 node: ") : ClusterView::tr("%1 nodes: ").arg(n)) +
+           parts.join(QStringLiteral(", "));
 }
 
 QString headerTitle(const ClusterState &state)
@@ -301,8 +333,9 @@ const ClusterView::Layout &ClusterView::layout() const
         for (const NodeState &n : m_state->nodes)
             idRanks << std::pair(n.id, n.rank);
     const Topology topology = m_state ? m_state->topology : Topology::Ring;
+    const bool alert = m_state && firstAlert(*m_state) != nullptr;
     if (m_layout.scale > 0 && m_layout.size == size() && m_layout.projector == m_projector &&
-        m_layout.topology == topology && m_layout.idRanks == idRanks)
+        m_layout.topology == topology && m_layout.idRanks == idRanks && m_layout.alert == alert)
         return m_layout;
 
     Layout key;
@@ -310,6 +343,7 @@ const ClusterView::Layout &ClusterView::layout() const
     key.projector = m_projector;
     key.topology = topology;
     key.idRanks = idRanks;
+    key.alert = alert;
     const Metrics m = metrics(m_projector);
     const double headerLine = QFontMetricsF(pixelFont(font(), headerFont(m, size()), true)).height();
     key.header = QRectF(m.margin, 0.6 * m.margin, width() - 2 * m.margin, 2.2 * headerLine);
@@ -427,7 +461,103 @@ const ClusterView::Layout &ClusterView::layout() const
             m_layout = *l;
         }
     }
+    if (!readable(m_layout)) {
+        // Too many boxes for the picture above: a grid of compact ones, with
+        // a third header line for the first failure when there is one.
+        Layout grid = key;
+        if (alert)
+            grid.header.setHeight(3.35 * headerLine);
+        const QRectF gridContent(m.margin, grid.header.bottom() + 0.6 * m.margin, width() - 2 * m.margin,
+                                 height() - grid.header.bottom() - 1.6 * m.margin);
+        QVector<int> inRunIds, outOfRunIds;
+        for (const NodeState *node : inRun)
+            inRunIds << node->id;
+        for (const NodeState *node : outOfRun)
+            outOfRunIds << node->id;
+        m_layout = compactLayout(grid, gridContent, inRunIds, outOfRunIds);
+    }
     return m_layout;
+}
+
+bool ClusterView::readable(const Layout &l) const
+{
+    if (l.rects.isEmpty())
+        return true;
+    const double f = l.fontPx;
+    const QFontMetricsF tfm(pixelFont(font(), f, true)), bfm(pixelFont(font(), 0.82 * f, true));
+    const double spacing = 0.22 * f;
+    // A name and a badge side by side or one above the other, and padding
+    // (the bar may give way: the memory tab has the figures).
+    const double name = tfm.horizontalAdvance(QStringLiteral("local-00")) + 1.2 * f;
+    const double badge = bfm.horizontalAdvance(runStateName(NodeRunState::Running)) + 0.8 * f + 2 * spacing;
+    const double badgeRow = spacing + std::min(tfm.height(), bfm.height() + 0.2 * f);
+    for (const QRectF &r : l.rects) {
+        const double height = tfm.height() + (r.width() >= name + badge ? 0 : badgeRow) + 0.9 * f;
+        if (r.height() + 0.5 < height || r.width() + 0.5 < name)
+            return false;
+    }
+    return true;
+}
+
+ClusterView::Layout ClusterView::compactLayout(const Layout &key, const QRectF &content, const QVector<int> &inRun,
+                                               const QVector<int> &outOfRun) const
+{
+    // Sizes in units of the box font: a box of kW x kH, gaps kGapX, kGapY
+    // (room for a short arrow), the caption over the nodes not in the run.
+    // The outer gaps take the arrows that wrap from one row to the next.
+    constexpr double kW = 5.5, kMaxW = 12, kH = 2.5, kGapX = 1.3, kGapY = 0.9, kCaption = 1.4;
+    const Metrics m = metrics(m_projector);
+    const int nIn = int(inRun.size()), nOut = int(outOfRun.size());
+    const int widest = std::max({1, nIn, nOut});
+    double bestF = 0;
+    int bestCols = 1;
+    for (int cols = 1; cols <= widest; ++cols) {
+        const int rows = (nIn + cols - 1) / cols + (nOut + cols - 1) / cols;
+        const double extra = nOut > 0 ? kCaption + (nIn > 0 ? kGapY : 0) : 0;
+        const double fw = content.width() / (cols * kW + (cols + 1) * kGapX);
+        const double fh = content.height() / (rows * kH + (rows - 1) * kGapY + extra);
+        const double f = std::min({fw, fh, m.font * 1.25});
+        if (f > bestF + 1e-9 || (f > bestF - 1e-9 && cols > bestCols)) { // ties: fewer, longer rows
+            bestF = f;
+            bestCols = cols;
+        }
+    }
+    Layout out = key;
+    out.compact = true;
+    out.fontPx = bestF;
+    out.scale = bestF / m.font;
+    const int cols = bestCols;
+    const double gx = kGapX * bestF;
+    const double w = std::min(kMaxW * bestF, (content.width() - (cols + 1) * gx) / cols);
+    const double h = kH * bestF;
+    const int rowsIn = (nIn + cols - 1) / cols, rowsOut = (nOut + cols - 1) / cols;
+    const int rows = rowsIn + rowsOut;
+    const double caption = nOut > 0 ? kCaption * bestF : 0;
+    // Rows spread out over a tall area, up to a box's height apart.
+    double gy = kGapY * bestF;
+    if (rows > 1)
+        gy = std::clamp((content.height() - rows * h - caption) / (rows - 1 + (nOut > 0 && nIn > 0 ? 1 : 0)), gy,
+                        std::max(gy, h));
+    const double blockHeight = rows * h + std::max(0, rows - 1) * gy + (nOut > 0 ? caption + (nIn > 0 ? gy : 0) : 0);
+    const int usedCols = std::min(cols, std::max(nIn, nOut));
+    const double left = content.center().x() - (usedCols * w + (usedCols - 1) * gx) / 2;
+    double y = content.center().y() - blockHeight / 2;
+    QHash<int, int> rankOfId;
+    for (auto it = key.idOfRank.cbegin(); it != key.idOfRank.cend(); ++it)
+        rankOfId.insert(it.value(), it.key());
+    for (int i = 0; i < nIn; ++i) {
+        out.rects.insert(inRun[i], QRectF(left + (i % cols) * (w + gx), y + (i / cols) * (h + gy), w, h));
+        out.rowOfRank.insert(rankOfId.value(inRun[i]), i / cols);
+    }
+    if (nOut > 0) {
+        if (nIn > 0)
+            y += rowsIn * (h + gy);
+        out.outOfRunCaption = QRectF(left, y, content.right() - left, kCaption * bestF);
+        y += kCaption * bestF;
+        for (int i = 0; i < nOut; ++i)
+            out.rects.insert(outOfRun[i], QRectF(left + (i % cols) * (w + gx), y + (i / cols) * (h + gy), w, h));
+    }
+    return out;
 }
 
 void ClusterView::paintEvent(QPaintEvent *)
@@ -453,16 +583,13 @@ void ClusterView::paintEvent(QPaintEvent *)
     }
     paintLinks(p, l, pal);
 
-    // One scale for every bar, so equal bytes are equal lengths.
-    double memoryScale = 1;
+    const double scale = memoryScale();
     for (const NodeState &n : m_state->nodes) {
-        std::int64_t sum = 0;
-        for (MemoryCategory c : kMemoryCategories)
-            sum += categoryBytes(n.memory, c);
-        memoryScale = std::max({memoryScale, double(n.memory.peak), double(n.memory.live), double(sum)});
+        if (l.compact)
+            paintCompactNode(p, l, pal, n, scale, nullptr);
+        else
+            paintNode(p, l, pal, n, scale);
     }
-    for (const NodeState &n : m_state->nodes)
-        paintNode(p, l, pal, n, memoryScale);
 
     if (m_selected >= 0 && l.rects.contains(m_selected)) {
         const double w = m.selection;
@@ -474,6 +601,38 @@ void ClusterView::paintEvent(QPaintEvent *)
     }
 }
 
+// One scale for every bar, so equal bytes are equal lengths.
+double ClusterView::memoryScale() const
+{
+    double scale = 1;
+    if (m_state)
+        for (const NodeState &n : m_state->nodes) {
+            std::int64_t sum = 0;
+            for (MemoryCategory c : kMemoryCategories)
+                sum += categoryBytes(n.memory, c);
+            scale = std::max({scale, double(n.memory.peak), double(n.memory.live), double(sum)});
+        }
+    return scale;
+}
+
+QStringList ClusterView::nodeText(int id) const
+{
+    const NodeState *node = m_state ? findNode(*m_state, id) : nullptr;
+    const Layout &l = layout();
+    if (!node || !l.rects.contains(id))
+        return {};
+    // Paint the box where nobody sees it, keeping what it writes.
+    QImage scratch(size().expandedTo(QSize(1, 1)), QImage::Format_ARGB32_Premultiplied);
+    QPainter p(&scratch);
+    QStringList shown;
+    const Palette &pal = Palette::forMode(m_projector);
+    if (l.compact)
+        paintCompactNode(p, l, pal, *node, memoryScale(), &shown);
+    else
+        paintNode(p, l, pal, *node, memoryScale(), &shown);
+    return shown;
+}
+
 void ClusterView::paintHeader(QPainter &p, const Layout &l, const Palette &pal) const
 {
     const Metrics m = metrics(m_projector);
@@ -483,7 +642,11 @@ void ClusterView::paintHeader(QPainter &p, const Layout &l, const Palette &pal) 
     p.setFont(bold);
     p.setPen(pal.text);
     const QRectF title(l.header.left(), l.header.top(), l.header.width(), h);
-    p.drawText(title, Qt::AlignLeft | Qt::AlignVCenter, headerTitle(*m_state));
+    QString heading = headerTitle(*m_state);
+    if (l.compact) // the boxes are too small for their badges' words: count them here
+        heading += QStringLiteral(" · ") + stateCounts(*m_state);
+    p.drawText(title, Qt::AlignLeft | Qt::AlignVCenter,
+               QFontMetricsF(bold).elidedText(heading, Qt::ElideRight, title.width()));
 
     // The legend on the second line, in a smaller font if the line is short.
     QFont plain = pixelFont(font(), headerPx * 0.9);
@@ -511,12 +674,30 @@ void ClusterView::paintHeader(QPainter &p, const Layout &l, const Palette &pal) 
         p.drawText(QRectF(x, line.top(), w + 2, h), Qt::AlignLeft | Qt::AlignVCenter, labels[i]);
         x += w + fm.height();
     }
+    // Compact mode: the first failure, with its reason, on a line of its own.
+    if (const NodeState *failed = l.compact && l.alert ? firstAlert(*m_state) : nullptr) {
+        const QRectF alertLine = title.translated(0, 2.25 * h);
+        const QString who = failed->rank >= 0 ? tr("rank %1 (%2)").arg(failed->rank).arg(failed->name)
+                                              : tr("node %1 (%2)").arg(failed->id).arg(failed->name);
+        const QString text = tr("%1 %2: %3").arg(who, runStateName(failed->state), failed->reason);
+        const QFont alertFont = pixelFont(font(), headerPx * 0.9, true);
+        p.setFont(alertFont);
+        p.setPen(pal.state(failed->state));
+        p.drawText(alertLine, Qt::AlignLeft | Qt::AlignVCenter,
+                   QFontMetricsF(alertFont).elidedText(text, Qt::ElideRight, alertLine.width()));
+    }
 }
 
 void ClusterView::paintLinks(QPainter &p, const Layout &l, const Palette &pal) const
 {
-    const Metrics m = metrics(m_projector);
+    Metrics m = metrics(m_projector);
     const double f = l.fontPx;
+    if (l.compact) { // lines in proportion to the small boxes and their narrow gaps
+        const double k = std::min(1.0, 0.7 * f / m.font);
+        m.linkMin *= k;
+        m.linkMax *= k;
+        m.idleLink = std::max(1.0, m.idleLink * k);
+    }
 
     // One entry per pair of ranks, lower rank first; rates per direction.
     struct Pair {
@@ -576,15 +757,50 @@ void ClusterView::paintLinks(QPainter &p, const Layout &l, const Palette &pal) c
         double side; // from the route's centre line to the label's near edge
     };
     QVector<Label> labels;
+    // Compact grid, ring or chain: neighbours in rank order that are not
+    // side by side (a row's end and the next row's start, the ring's last and
+    // first) get a stub out of one box and into the other, as a line of text
+    // wraps: forward (rank r to r + 1) out to the right, back out to the left.
+    const auto wraps = [&](int low, int high) {
+        if (!l.compact || m_state->topology == Topology::Star)
+            return false;
+        const bool neighbours = high == low + 1 || (m_state->topology == Topology::Ring && low == 0 && high == n - 1);
+        return neighbours && !(high == low + 1 && l.rowOfRank.value(low) == l.rowOfRank.value(high));
+    };
+    const auto drawStubs = [&](int src, int dst, bool forward, double offset, double width, const QColor &colour,
+                               bool head) {
+        const QRectF a = l.rects.value(l.idOfRank.value(src)), b = l.rects.value(l.idOfRank.value(dst));
+        const double length = std::max(8.0, 1.1 * f);
+        const double ya = a.center().y() + offset, yb = b.center().y() + offset;
+        if (forward) {
+            drawArrow(p, {QPointF(a.right() + clearance, ya), QPointF(a.right() + length, ya)}, width, colour, head);
+            drawArrow(p, {QPointF(b.left() - length, yb), QPointF(b.left() - clearance, yb)}, width, colour, head);
+        } else {
+            drawArrow(p, {QPointF(a.left() - clearance, ya), QPointF(a.left() - length, ya)}, width, colour, head);
+            drawArrow(p, {QPointF(b.right() + length, yb), QPointF(b.right() + clearance, yb)}, width, colour, head);
+        }
+    };
     for (auto it = pairs.cbegin(); it != pairs.cend(); ++it) {
         const auto [low, high] = it.key();
         const double up = it.value().up.value_or(0), down = it.value().down.value_or(0);
+        const bool wrap = wraps(low, high);
+        const bool upIsForward = high == low + 1; // else the ring's closing pair: down (last -> first) is
         if (up <= 0 && down <= 0) {
-            drawArrow(p, route(low, high, 0), m.idleLink, pal.idleLink, false);
+            if (wrap)
+                drawStubs(low, high, upIsForward, 0, m.idleLink, pal.idleLink, false);
+            else
+                drawArrow(p, route(low, high, 0), m.idleLink, pal.idleLink, false);
             continue;
         }
         const bool both = up > 0 && down > 0;
         const double offset = both ? std::max(linkWidth(m, up), linkWidth(m, down)) / 2 + 0.25 * f : 0;
+        if (wrap) { // too short for a rate label: the tooltip and the line's width tell it
+            if (up > 0)
+                drawStubs(low, high, upIsForward, -offset, linkWidth(m, up), pal.link, true);
+            if (down > 0)
+                drawStubs(high, low, !upIsForward, offset, linkWidth(m, down), pal.link, true);
+            continue;
+        }
         if (up > 0) {
             const QVector<QPointF> r = route(low, high, offset);
             drawArrow(p, r, linkWidth(m, up), pal.link, true);
@@ -640,7 +856,7 @@ void ClusterView::paintLinks(QPainter &p, const Layout &l, const Palette &pal) c
 }
 
 void ClusterView::paintNode(QPainter &p, const Layout &l, const Palette &pal, const NodeState &node,
-                            double memoryScale) const
+                            double memoryScale, QStringList *shownText) const
 {
     const Metrics m = metrics(m_projector);
     const QRectF r = l.rects.value(node.id);
@@ -649,17 +865,19 @@ void ClusterView::paintNode(QPainter &p, const Layout &l, const Palette &pal, co
     const double f = l.fontPx;
     const double radius = 0.55 * f;
     const bool lost = node.state == NodeRunState::Lost;
+    const bool failed = node.state == NodeRunState::Failed;
 
     if (!m_projector) { // a soft shadow lifts the boxes off the links
         p.setPen(Qt::NoPen);
         p.setBrush(QColor(0, 0, 0, 24));
         p.drawRoundedRect(r.translated(0, 2), radius, radius);
     }
-    QPen border(lost ? pal.state(NodeRunState::Lost) : pal.nodeBorder, lost ? 2 * m.border : m.border);
-    if (lost || node.rank < 0)
+    // Lost: a thick dashed border; failed: a thick solid one; both on a pale red.
+    QPen border(lost || failed ? pal.state(node.state) : pal.nodeBorder, lost || failed ? 2 * m.border : m.border);
+    if (lost || (node.rank < 0 && !failed))
         border.setStyle(Qt::DashLine);
     p.setPen(border);
-    p.setBrush(lost ? pal.lostFill : node.rank < 0 ? pal.outOfRunFill : pal.nodeFill);
+    p.setBrush(lost || failed ? pal.lostFill : node.rank < 0 ? pal.outOfRunFill : pal.nodeFill);
     p.drawRoundedRect(r, radius, radius);
 
     const double pad = 0.6 * f;
@@ -683,15 +901,18 @@ void ClusterView::paintNode(QPainter &p, const Layout &l, const Palette &pal, co
         tfm.horizontalAdvance(name) + spacing * 2 + badgeSize.width() <= inner.width();
 
     // Rows, most important first; the ones that fit the box are drawn, in display order.
-    enum Row { BadgeRow, Role, Host, Bar, Figures, NUM_ROWS };
-    const double rowHeight[NUM_ROWS] = {badgeSize.height(), smallH, smallH, barH + 2 * overhang, smallH};
-    const Row priority[] = {BadgeRow, Bar, Figures, Role, Host};
+    enum Row { BadgeRow, Reason, Role, Host, Bar, Figures, NUM_ROWS };
+    const double rowHeight[NUM_ROWS] = {badgeSize.height(), smallH, smallH, smallH, barH + 2 * overhang, smallH};
+    const Row priority[] = {BadgeRow, Reason, Bar, Figures, Role, Host};
+    const bool saysWhy = (failed || lost) && !node.reason.isEmpty();
     bool shown[NUM_ROWS] = {};
     double used = titleH;
     for (Row row : priority) {
         if (row == BadgeRow && badgeBesideName)
             continue;
         if (row == Host && node.host.isEmpty())
+            continue;
+        if (row == Reason && !saysWhy)
             continue;
         if (used + spacing + rowHeight[row] <= inner.height()) {
             shown[row] = true;
@@ -710,6 +931,8 @@ void ClusterView::paintNode(QPainter &p, const Layout &l, const Palette &pal, co
         p.setFont(badgeFont);
         p.setPen(pal.stateText(node.state));
         p.drawText(b, Qt::AlignCenter, badge);
+        if (shownText)
+            *shownText << badge;
     };
     // Title: the name, and the state badge when it fits beside it (or when
     // there is no room for a row of its own: then the name gives way).
@@ -717,8 +940,11 @@ void ClusterView::paintNode(QPainter &p, const Layout &l, const Palette &pal, co
     const double nameWidth = badgeInTitle ? inner.width() - badgeSize.width() - spacing : inner.width();
     p.setFont(titleFont);
     p.setPen(pal.text);
+    const QString shownName = tfm.elidedText(name, Qt::ElideRight, std::max(0.0, nameWidth));
     p.drawText(QRectF(inner.left(), y, std::max(0.0, nameWidth), titleH), Qt::AlignLeft | Qt::AlignVCenter,
-               tfm.elidedText(name, Qt::ElideRight, std::max(0.0, nameWidth)));
+               shownName);
+    if (shownText && !shownName.isEmpty())
+        *shownText << shownName;
     if (badgeInTitle)
         drawBadge(QPointF(inner.right() - badgeSize.width(), y + (titleH - badgeSize.height()) / 2));
     y += titleH;
@@ -727,8 +953,10 @@ void ClusterView::paintNode(QPainter &p, const Layout &l, const Palette &pal, co
         y += spacing;
         p.setFont(smallFont);
         p.setPen(color);
-        p.drawText(QRectF(inner.left(), y, inner.width(), smallH), Qt::AlignLeft | Qt::AlignVCenter,
-                   sfm.elidedText(text, Qt::ElideRight, inner.width()));
+        const QString elided = sfm.elidedText(text, Qt::ElideRight, inner.width());
+        p.drawText(QRectF(inner.left(), y, inner.width(), smallH), Qt::AlignLeft | Qt::AlignVCenter, elided);
+        if (shownText && !elided.isEmpty())
+            *shownText << elided;
         y += smallH;
     };
     if (shown[BadgeRow]) {
@@ -736,6 +964,8 @@ void ClusterView::paintNode(QPainter &p, const Layout &l, const Palette &pal, co
         drawBadge(QPointF(inner.left(), y));
         y += badgeSize.height();
     }
+    if (shown[Reason]) // the first line of why, in the state's colour; the tooltip has all of it
+        textRow(node.reason.section(QLatin1Char('\n'), 0, 0), pal.state(node.state));
     if (shown[Role]) {
         QString where = node.rank >= 0 ? tr("rank %1").arg(node.rank) : tr("not in run");
         if (!node.role.isEmpty())
@@ -746,34 +976,7 @@ void ClusterView::paintNode(QPainter &p, const Layout &l, const Palette &pal, co
         textRow(node.host, pal.mutedText);
     if (shown[Bar]) {
         y += spacing + overhang;
-        const QRectF track(inner.left(), y, inner.width(), barH);
-        QPainterPath clip;
-        clip.addRoundedRect(track, barH / 4, barH / 4);
-        p.setPen(Qt::NoPen);
-        p.setBrush(m_projector ? pal.background : pal.grid.lighter(112));
-        p.drawPath(clip);
-        p.save();
-        p.setClipPath(clip, Qt::IntersectClip);
-        double x = track.left();
-        for (MemoryCategory c : kMemoryCategories) {
-            const double w = track.width() * double(categoryBytes(node.memory, c)) / memoryScale;
-            if (w <= 0)
-                continue;
-            p.fillRect(QRectF(x, track.top(), w, barH), pal.category(c));
-            x += w;
-            if (w > 3) // a hairline between segments keeps neighbours apart on a projector
-                p.fillRect(QRectF(x - 1, track.top(), 1, barH), pal.background);
-        }
-        p.restore();
-        p.setBrush(Qt::NoBrush);
-        p.setPen(QPen(pal.grid.darker(m_projector ? 200 : 120), m_projector ? 1.5 : 1));
-        p.drawPath(clip);
-        if (node.memory.peak > 0) {
-            const double px = std::min(track.right(),
-                                       track.left() + track.width() * double(node.memory.peak) / memoryScale);
-            p.setPen(QPen(pal.peak, m_projector ? 3 : 2, Qt::SolidLine, Qt::FlatCap));
-            p.drawLine(QPointF(px, track.top() - overhang), QPointF(px, track.bottom() + overhang));
-        }
+        paintMemoryBar(p, pal, QRectF(inner.left(), y, inner.width(), barH), node.memory, memoryScale);
         y += barH + overhang;
     }
     if (shown[Figures]) {
@@ -788,6 +991,138 @@ void ClusterView::paintNode(QPainter &p, const Layout &l, const Palette &pal, co
             text = tr("%1 live").arg(live);
         textRow(text, pal.text);
     }
+    p.restore();
+}
+
+// A bar stacked by category on one scale for every node, the peak as a tick
+// reaching a third of the bar's height above and below it.
+void ClusterView::paintMemoryBar(QPainter &p, const Palette &pal, const QRectF &track, const MemoryBytes &memory,
+                                 double memoryScale) const
+{
+    const double barH = track.height();
+    const double overhang = 0.3 * barH;
+    QPainterPath clip;
+    clip.addRoundedRect(track, barH / 4, barH / 4);
+    p.setPen(Qt::NoPen);
+    p.setBrush(m_projector ? pal.background : pal.grid.lighter(112));
+    p.drawPath(clip);
+    p.save();
+    p.setClipPath(clip, Qt::IntersectClip);
+    double x = track.left();
+    for (MemoryCategory c : kMemoryCategories) {
+        const double w = track.width() * double(categoryBytes(memory, c)) / memoryScale;
+        if (w <= 0)
+            continue;
+        p.fillRect(QRectF(x, track.top(), w, barH), pal.category(c));
+        x += w;
+        if (w > 3) // a hairline between segments keeps neighbours apart on a projector
+            p.fillRect(QRectF(x - 1, track.top(), 1, barH), pal.background);
+    }
+    p.restore();
+    p.setBrush(Qt::NoBrush);
+    p.setPen(QPen(pal.grid.darker(m_projector ? 200 : 120), m_projector ? 1.5 : 1));
+    p.drawPath(clip);
+    if (memory.peak > 0) {
+        const double px = std::min(track.right(),
+                                   track.left() + track.width() * double(memory.peak) / memoryScale);
+        p.setPen(QPen(pal.peak, m_projector ? 3 : 2, Qt::SolidLine, Qt::FlatCap));
+        p.drawLine(QPointF(px, track.top() - overhang), QPointF(px, track.bottom() + overhang));
+    }
+}
+
+// A compact box: a strip in the state's colour along the left edge, the
+// rank ("#id" out of the run) in bold, the name when it fits, a badge unless
+// the node is simply running or idle (a "!" when even that does not fit a
+// failed node), and a thin memory bar along the bottom.
+void ClusterView::paintCompactNode(QPainter &p, const Layout &l, const Palette &pal, const NodeState &node,
+                                   double memoryScale, QStringList *shownText) const
+{
+    const Metrics m = metrics(m_projector);
+    const QRectF r = l.rects.value(node.id);
+    if (r.isEmpty())
+        return;
+    const double f = l.fontPx;
+    const double radius = std::min(0.4 * f, r.height() / 4);
+    const bool lost = node.state == NodeRunState::Lost;
+    const bool failed = node.state == NodeRunState::Failed;
+    const double borderWidth = (lost || failed ? 2 : 1) * std::max(1.0, m.border * std::min(1.0, f / m.font));
+    QPen border(lost || failed ? pal.state(node.state) : pal.nodeBorder, borderWidth);
+    if (lost || (node.rank < 0 && !failed))
+        border.setStyle(Qt::DashLine);
+    p.setPen(border);
+    p.setBrush(lost || failed ? pal.lostFill : node.rank < 0 ? pal.outOfRunFill : pal.nodeFill);
+    p.drawRoundedRect(r, radius, radius);
+
+    p.save();
+    p.setClipRect(r);
+    const double strip = std::max(3.0, 0.32 * f);
+    QPainterPath edge;
+    edge.addRoundedRect(r.adjusted(borderWidth / 2, borderWidth / 2, -borderWidth / 2, -borderWidth / 2), radius,
+                        radius);
+    p.save();
+    p.setClipPath(edge, Qt::IntersectClip);
+    p.fillRect(QRectF(r.left(), r.top(), strip + borderWidth / 2, r.height()), pal.state(node.state));
+    p.restore();
+
+    const double pad = std::max(2.0, 0.3 * f);
+    const QRectF inner = r.adjusted(strip + pad, 0.2 * f, -pad, -0.25 * f);
+    const double barH = std::max(3.0, 0.4 * f);
+    const QRectF bar(inner.left(), inner.bottom() - barH, inner.width(), barH);
+    const QRectF line(inner.left(), inner.top(), inner.width(), bar.top() - inner.top() - 0.1 * f);
+    const QFont bold = pixelFont(font(), f, true), plain = pixelFont(font(), 0.85 * f),
+                badgeFont = pixelFont(font(), 0.78 * f, true);
+    const QFontMetricsF bfm(bold), pfm(plain), badgeFm(badgeFont);
+    const auto record = [&](const QString &text) {
+        if (shownText && !text.isEmpty())
+            *shownText << text;
+    };
+
+    // The number, then the badge from the right, then the name in what is left.
+    QString number = node.rank >= 0 ? QString::number(node.rank) : QStringLiteral("#%1").arg(node.id);
+    p.setFont(bold);
+    p.setPen(pal.text);
+    const double numberWidth = bfm.horizontalAdvance(number);
+    p.drawText(QRectF(line.left(), line.top(), numberWidth + 1, line.height()), Qt::AlignLeft | Qt::AlignVCenter,
+               number);
+    record(number);
+    double right = line.right();
+    const bool plainState = node.state == NodeRunState::Running || node.state == NodeRunState::Idle;
+    if (!plainState) {
+        QString badge = runStateName(node.state);
+        if (node.state == NodeRunState::Slow && node.slowdown > 1)
+            badge += QStringLiteral(" ×%1").arg(node.slowdown, 0, 'g', 3);
+        const QSizeF size(badgeFm.horizontalAdvance(badge) + 0.6 * f, std::min(line.height(), badgeFm.height() + 0.1 * f));
+        if (numberWidth + 0.3 * f + size.width() <= line.width()) {
+            const QRectF b(QPointF(line.right() - size.width(), line.center().y() - size.height() / 2), size);
+            p.setPen(Qt::NoPen);
+            p.setBrush(pal.state(node.state));
+            p.drawRoundedRect(b, b.height() / 2, b.height() / 2);
+            p.setFont(badgeFont);
+            p.setPen(pal.stateText(node.state));
+            p.drawText(b, Qt::AlignCenter, badge);
+            record(badge);
+            right = b.left() - 0.3 * f;
+        } else if (failed || lost) { // too narrow for the word: a mark that is not colour alone
+            const QString mark = failed ? QStringLiteral("!") : QStringLiteral("×");
+            p.setFont(bold);
+            p.setPen(pal.state(node.state));
+            const double w = bfm.horizontalAdvance(mark);
+            p.drawText(QRectF(line.left() + numberWidth + 0.15 * f, line.top(), w + 1, line.height()),
+                       Qt::AlignLeft | Qt::AlignVCenter, mark);
+            record(mark);
+            right = line.left(); // and no name
+        }
+    }
+    const double nameLeft = line.left() + numberWidth + 0.4 * f;
+    if (!node.name.isEmpty() && right - nameLeft >= pfm.horizontalAdvance(QStringLiteral("ab…"))) {
+        const QString name = pfm.elidedText(node.name, Qt::ElideRight, right - nameLeft);
+        p.setFont(plain);
+        p.setPen(pal.mutedText);
+        p.drawText(QRectF(nameLeft, line.top(), right - nameLeft, line.height()), Qt::AlignLeft | Qt::AlignVCenter,
+                   name);
+        record(name);
+    }
+    paintMemoryBar(p, pal, bar, node.memory, memoryScale);
     p.restore();
 }
 

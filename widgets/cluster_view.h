@@ -14,7 +14,16 @@
 // parallel arrows. Boxes get the largest size that keeps every box inside the
 // widget and clear of its neighbours, with room for the links unless that
 // would cost the boxes a fifth of their size; text that no longer fits is
-// dropped in order host, role, memory figures (the tooltip has it all).
+// dropped in order host, role, memory figures (the tooltip has it all). A
+// failed or lost node's box says why, under its badge.
+//
+// Compact mode, when the boxes above would be too small to show a name, a
+// badge and a bar (a class's 32 or 64 nodes): a grid of small boxes in rank
+// order, read like text, nodes not in the run after them in id order. A
+// compact box shows the rank (or "#id" out of the run), the name when it
+// fits, a badge unless the node is simply running or idle, a strip in the
+// state's colour and a thin memory bar; the header counts the nodes in each
+// state and names the first failed or lost one with its reason.
 // The view draws the snapshot it is given, nothing else: no timers, no
 // numbers of its own; it repaints when setState() hands it a new one.
 #pragma once
@@ -24,6 +33,7 @@
 #include <QHash>
 #include <QRectF>
 #include <QSize>
+#include <QStringList>
 #include <QVector>
 #include <QWidget>
 
@@ -54,6 +64,10 @@ public:
     // Hit testing and geometry, in widget coordinates, for the current size.
     int nodeAt(QPointF pos) const; // node id under pos, or -1
     QRectF nodeRect(int id) const; // empty when the node is not shown
+    // The text the node's box shows at the current size, as drawn (elided
+    // where it is), in drawing order; empty when the node is not shown.
+    QStringList nodeText(int id) const;
+    bool isCompact() const { return layout().compact; }
 
     QSize sizeHint() const override { return {800, 500}; }
     QSize minimumSizeHint() const override { return {320, 240}; }
@@ -74,6 +88,7 @@ private:
         bool projector = false;
         Topology topology = Topology::Ring;
         QVector<std::pair<int, int>> idRanks; // (id, rank) per node, in snapshot order
+        bool alert = false; // a node says why it failed or was lost (compact mode's third header line)
 
         QRectF header;            // title line, then the legend line
         QRectF outOfRunCaption;   // empty when every node is in the run
@@ -81,14 +96,25 @@ private:
         double fontPx = 12;       // box text
         QHash<int, QRectF> rects; // by node id
         QHash<int, int> idOfRank;
-        QHash<int, int> rowOfRank; // chain rows, for routing links between rows
+        QHash<int, int> rowOfRank; // chain (and compact grid) rows, for routing links between rows
+        bool compact = false;
     };
 
     const Layout &layout() const;
     void paintHeader(QPainter &p, const Layout &l, const Palette &pal) const;
     void paintLinks(QPainter &p, const Layout &l, const Palette &pal) const;
-    void paintNode(QPainter &p, const Layout &l, const Palette &pal, const NodeState &node,
-                   double memoryScale) const;
+    // `shown` (if set) collects the text drawn.
+    void paintNode(QPainter &p, const Layout &l, const Palette &pal, const NodeState &node, double memoryScale,
+                   QStringList *shown = nullptr) const;
+    void paintCompactNode(QPainter &p, const Layout &l, const Palette &pal, const NodeState &node,
+                          double memoryScale, QStringList *shown) const;
+    void paintMemoryBar(QPainter &p, const Palette &pal, const QRectF &track, const MemoryBytes &memory,
+                        double memoryScale) const;
+    bool readable(const Layout &l) const; // every box shows its name and badge
+    // In-run ids by rank, then the others by id.
+    Layout compactLayout(const Layout &key, const QRectF &content, const QVector<int> &inRun,
+                         const QVector<int> &outOfRun) const;
+    double memoryScale() const;
 
     ClusterStatePtr m_state;
     bool m_projector = false;

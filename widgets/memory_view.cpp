@@ -293,11 +293,12 @@ void MemoryView::paintEvent(QPaintEvent *)
                    QFontMetricsF(nameFont).elidedText(name, Qt::ElideMiddle, g.slot * 0.98));
         QString second = node.rank >= 0 ? tr("rank %1").arg(node.rank) : tr("not in run");
         const bool flagged = node.state == NodeRunState::Lost || node.state == NodeRunState::Slow ||
-                             node.state == NodeRunState::Paused;
+                             node.state == NodeRunState::Paused || node.state == NodeRunState::Failed;
+        const bool error = node.state == NodeRunState::Lost || node.state == NodeRunState::Failed;
         if (flagged)
             second += QStringLiteral(" · ") + runStateName(node.state);
         p.setFont(small);
-        p.setPen(node.state == NodeRunState::Lost ? pal.state(NodeRunState::Lost) : pal.mutedText);
+        p.setPen(error ? pal.state(node.state) : pal.mutedText);
         p.drawText(nameRect.translated(0, h), Qt::AlignHCenter | Qt::AlignVCenter,
                    sfm.elidedText(second, Qt::ElideRight, g.slot * 0.98));
     }

@@ -69,6 +69,8 @@ QString runStateName(NodeRunState state)
         return tr("slow");
     case NodeRunState::Lost:
         return tr("lost");
+    case NodeRunState::Failed:
+        return tr("failed");
     }
     return {};
 }
@@ -112,6 +114,8 @@ QString nodeSummary(const NodeState &node)
     QString state = runStateName(node.state);
     if (node.slowdown > 1)
         state += tr(" (%1x slower)").arg(node.slowdown, 0, 'g', 3);
+    if (!node.reason.isEmpty())
+        state += QStringLiteral(": ") + node.reason;
     lines << state;
     for (MemoryCategory c : kMemoryCategories)
         lines << QStringLiteral("%1: %2").arg(categoryName(c), formatBytes(categoryBytes(node.memory, c)));
@@ -144,10 +148,11 @@ const Palette &Palette::normal()
         // Okabe-Ito: blue, orange, bluish green, reddish purple, sky blue.
         n.categories = {QColor(0x00, 0x72, 0xb2), QColor(0xe6, 0x9f, 0x00), QColor(0x00, 0x9e, 0x73),
                         QColor(0xcc, 0x79, 0xa7), QColor(0x56, 0xb4, 0xe9)};
-        // idle, running, paused, slow, lost
+        // idle, running, paused, slow, lost, failed (a dark magenta: an error
+        // like lost, told apart from it by hue as well as by its word)
         n.states = {QColor(0x80, 0x86, 0x8b), QColor(0x1e, 0x8e, 0x3e), QColor(0x1a, 0x5f, 0xb4),
-                    QColor(0xf2, 0xb1, 0x1c), QColor(0xd3, 0x2f, 0x2f)};
-        n.stateTexts = {Qt::white, Qt::white, Qt::white, QColor(0x1f, 0x23, 0x28), Qt::white};
+                    QColor(0xf2, 0xb1, 0x1c), QColor(0xd3, 0x2f, 0x2f), QColor(0x9c, 0x1c, 0x6b)};
+        n.stateTexts = {Qt::white, Qt::white, Qt::white, QColor(0x1f, 0x23, 0x28), Qt::white, Qt::white};
         return n;
     }();
     return p;
@@ -176,8 +181,8 @@ const Palette &Palette::projector()
         n.categories = {QColor(0x00, 0x55, 0xa5), QColor(0xf0, 0x8c, 0x00), QColor(0x00, 0x80, 0x5a),
                         QColor(0xb8, 0x3c, 0x8c), QColor(0x3a, 0xa8, 0xec)};
         n.states = {QColor(0x50, 0x50, 0x50), QColor(0x00, 0x7a, 0x2e), QColor(0x00, 0x48, 0xb0),
-                    QColor(0xff, 0xb0, 0x00), QColor(0xc0, 0x00, 0x00)};
-        n.stateTexts = {Qt::white, Qt::white, Qt::white, Qt::black, Qt::white};
+                    QColor(0xff, 0xb0, 0x00), QColor(0xc0, 0x00, 0x00), QColor(0x8a, 0x00, 0x5c)};
+        n.stateTexts = {Qt::white, Qt::white, Qt::white, Qt::black, Qt::white, Qt::white};
         return n;
     }();
     return p;

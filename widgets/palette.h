@@ -29,7 +29,7 @@ inline constexpr std::array<MemoryCategory, kMemoryCategoryCount> kMemoryCategor
 
 std::int64_t categoryBytes(const MemoryBytes &memory, MemoryCategory category);
 QString categoryName(MemoryCategory category); // "params", "grads", ...
-QString runStateName(NodeRunState state);      // "idle", "running", "paused", "slow", "lost"
+QString runStateName(NodeRunState state);      // "idle", "running", "paused", "slow", "lost", "failed"
 
 // Binary units, one decimal below 100: "512 B", "12.5 KiB", "2.9 MiB", "1.25 GiB".
 QString formatBytes(std::int64_t bytes);
@@ -54,8 +54,8 @@ struct Palette {
     QColor peak;
     QColor predicted; // the hollow "ZeRO formula" bar
     std::array<QColor, kMemoryCategoryCount> categories;
-    std::array<QColor, 5> states;     // by NodeRunState
-    std::array<QColor, 5> stateTexts; // readable on the matching state colour
+    std::array<QColor, kNodeRunStateCount> states;     // by NodeRunState
+    std::array<QColor, kNodeRunStateCount> stateTexts; // readable on the matching state colour
 
     QColor category(MemoryCategory c) const { return categories[std::size_t(c)]; }
     QColor state(NodeRunState s) const { return states[std::size_t(s)]; }

@@ -14,6 +14,7 @@ namespace smol::widgets {
 namespace {
 
 constexpr double kLabelWidth = 118;
+constexpr double kMinLaneHeight = 1;
 constexpr std::size_t kMaxMovingPackets = 4000;
 
 QColor withAlpha(QColor c, int alpha)
@@ -64,9 +65,11 @@ void TimelineRenderer::layout(const QRectF &rect, int lanes)
     m_lanes = std::max(lanes, 0);
     m_timeLeft = rect.left() + (m_projector ? kLabelWidth * 1.3 : kLabelWidth);
     const double avail = rect.height() - m_rulerHeight;
-    // Every lane fits (16 nodes in a short dock get thin lanes, whose rows
-    // drop their labels); tall windows stop at a readable maximum.
-    m_laneHeight = m_lanes > 0 ? std::clamp(avail / m_lanes, 12.0, m_projector ? 160.0 : 120.0) : 60;
+    // Every lane fits: 16 nodes in a short dock get thin lanes, whose rows
+    // drop their labels; 64 get lanes of a few pixels, a strip of colour per
+    // node with every few lanes named (kMinLaneHeight only when even that
+    // does not fit). Tall windows stop at a readable maximum.
+    m_laneHeight = m_lanes > 0 ? std::clamp(avail / m_lanes, kMinLaneHeight, m_projector ? 160.0 : 120.0) : 60;
 }
 
 QRectF TimelineRenderer::laneRect(int lane) const
@@ -78,6 +81,12 @@ QRectF TimelineRenderer::rowRect(int lane, TimelineData::Row row) const
 {
     const QRectF l = laneRect(lane);
     const double h = l.height();
+    if (h < 10) { // a lane of a few pixels: compute on the top half, collectives below
+        if (row == TimelineData::Row::Compute)
+            return QRectF(m_timeLeft, l.top(), timeWidth(), 0.5 * h);
+        if (row == TimelineData::Row::Collective)
+            return QRectF(m_timeLeft, l.top() + 0.5 * h, timeWidth(), 0.45 * h);
+    }
     switch (row) {
     case TimelineData::Row::Compute:
         return QRectF(m_timeLeft, l.top() + 0.08 * h, timeWidth(), 0.30 * h);
@@ -93,6 +102,19 @@ double TimelineRenderer::packetY(int lane) const
 {
     const QRectF l = laneRect(lane);
     return l.top() + 0.82 * l.height();
+}
+
+int TimelineRenderer::laneLabelEvery() const
+{
+    const double line = QFontMetricsF(m_font).height();
+    if (m_laneHeight >= line || m_laneHeight <= 0)
+        return 1;
+    // 1, 2, 4, 5, 8, 10, 16...: rank numbers a reader can count along.
+    const int need = int(std::ceil(1.15 * line / m_laneHeight));
+    for (int k : {1, 2, 4, 5, 8, 10, 16, 20, 32})
+        if (k >= need)
+            return k;
+    return need;
 }
 
 int TimelineRenderer::laneAt(double y) const
@@ -167,15 +189,23 @@ TimelineFrameStats TimelineRenderer::paint(QPainter &p, const TimelineData &data
     p.setClipRect(m_rect);
     const QFontMetricsF fm(m_font);
 
-    // Lanes: alternating bands and their names.
+    // Lanes: alternating bands and their names; lanes thinner than a line
+    // of text are named every `every` lanes ("r8 local-8"), the name centred
+    // on its lane with a tick pointing at it.
+    const int every = laneLabelEvery();
     for (int lane = 0; lane < m_lanes && lane < data.laneCount(); ++lane) {
         const QRectF r = laneRect(lane);
         if (lane % 2 == 1)
             p.fillRect(QRectF(m_rect.left(), r.top(), m_rect.width(), r.height()), withAlpha(pal.grid, 40));
+        if (lane % every != 0)
+            continue;
         p.setPen(pal.text);
-        const QRectF label(m_rect.left() + 6, r.top(), m_timeLeft - m_rect.left() - 10, r.height());
-        p.drawText(label, Qt::AlignLeft | Qt::AlignVCenter,
-                   fm.elidedText(data.laneName(lane), Qt::ElideRight, label.width()));
+        const double h = std::max(r.height(), fm.height());
+        const QRectF label(m_rect.left() + 6, r.center().y() - h / 2, m_timeLeft - m_rect.left() - 14, h);
+        const QString name = every > 1 ? QStringLiteral("r%1 %2").arg(lane).arg(data.laneName(lane)) : data.laneName(lane);
+        p.drawText(label, Qt::AlignLeft | Qt::AlignVCenter, fm.elidedText(name, Qt::ElideRight, label.width()));
+        if (every > 1)
+            p.drawLine(QPointF(m_timeLeft - 7, r.center().y()), QPointF(m_timeLeft - 2, r.center().y()));
     }
 
     p.save();
@@ -366,7 +396,7 @@ void TimelineRenderer::paintPackets(QPainter &p, const TimelineData &data, const
     const auto &packets = data.packets(lane);
     const auto items = data.collapsePackets(lane, axis, t0, t1, kMinPacketPx, kMaxPacketRunPx);
     const double y0 = packetY(lane);
-    const double strip = std::max(8.0, 0.14 * m_laneHeight);
+    const double strip = std::max(std::min(8.0, 0.4 * m_laneHeight), 0.14 * m_laneHeight);
     const double textMin = m_laneHeight >= 2.5 * fm.height() ? fm.horizontalAdvance(QStringLiteral("0000")) + 6 : 1e9;
     const double headLen = m_projector ? 9 : 6;
     for (const LodItem &it : items) {

@@ -95,6 +95,8 @@ public:
     double timeLeft() const { return m_timeLeft; }
     double timeWidth() const { return m_rect.right() - m_timeLeft; }
     int laneAt(double y) const; // -1 outside the lanes
+    // Lanes thinner than a line of text are named every this many (1: all).
+    int laneLabelEvery() const;
     QRectF laneRect(int lane) const;
     QRectF rowRect(int lane, TimelineData::Row row) const;
     double packetY(int lane) const;
