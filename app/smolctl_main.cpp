@@ -63,7 +63,7 @@ ranks as threads of this process, checks every result against the closed
 form, and prints one row per (size, nodes) case with its bus bandwidth.
 
 Options:
-  --nodes LIST      world sizes, comma-separated, 1 to 16 (default 2,4)
+  --nodes LIST      world sizes, comma-separated, 1 to 64 (default 2,4)
   --sizes LIST      buffer sizes in bytes with K/M/G suffixes, multiples of 4,
                     at most 1G (default 256K,4M,64M)
   --iters N         timed iterations per round (default: by size, 5 to 50)

@@ -12,6 +12,7 @@
 #include "gloo_allreduce.h"
 #include "net/communicator.h"
 #include "net/transport.h"
+#include "strategy.h"
 
 #include <QRandomGenerator>
 
@@ -191,8 +192,9 @@ int runAllreduceBench(const QStringList &args, QTextStream &out, QTextStream &er
             for (const QString &p : v.split(',')) {
                 bool ok = false;
                 const int n = p.toInt(&ok);
-                if (!ok || n < 1 || n > 16) {
-                    err << "smolctl bench allreduce: --nodes takes counts from 1 to 16, got '" << p << "'\n";
+                if (!ok || n < 1 || n > kMaxNodes) {
+                    err << "smolctl bench allreduce: --nodes takes counts from 1 to " << kMaxNodes
+                        << ", got '" << p << "'\n";
                     return 2;
                 }
                 opt.nodes.push_back(n);

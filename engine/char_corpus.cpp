@@ -7,8 +7,8 @@
 // target = the same shifted by one. Step s draws its B block offsets from a
 // std::mt19937_64 seeded with a hash of (seed, s), with our own bounded draw,
 // so every node, on any machine, computes the same global batch and keeps
-// rows [r*B/N, (r+1)*B/N). testSet() is 64 blocks evenly spaced over the
-// held-out text, the same for every seed.
+// its rows of it (batchRows: contiguous, as even as B allows). testSet() is
+// 64 blocks evenly spaced over the held-out text, the same for every seed.
 //
 // What it does not do: no subword tokenisation, no Unicode awareness (a
 // multi-byte UTF-8 character is several tokens), no epochs: offsets are drawn
@@ -86,8 +86,8 @@ public:
 
     Batch trainBatch(std::int64_t step, std::int64_t globalBatch, int rank, int nodes) const override
     {
-        const std::int64_t rows = rowsPerNode(step, globalBatch, rank, nodes);
-        const std::int64_t first = rank * rows;
+        const RowRange mine = checkedBatchRows(step, globalBatch, rank, nodes);
+        const std::int64_t first = mine.first, rows = mine.count;
         // Offsets o with o + blockSize + 1 <= m_trainEnd.
         const auto offsets = std::uint64_t(m_trainEnd - m_blockSize);
 

@@ -1,5 +1,6 @@
 // Training data as the strategies see it: a deterministic global batch per
-// step, split evenly across data-parallel nodes. Every strategy, and the
+// step, split as evenly as it goes across data-parallel nodes (batchRows).
+// Every strategy, and the
 // single-node reference, draws the same samples for the same (seed, step),
 // which is what makes their parameters comparable.
 #pragma once
@@ -27,10 +28,10 @@ class DataSource {
 public:
     virtual ~DataSource() = default;
     virtual std::string name() const = 0;
-    // Rows [rank * B / nodes, (rank + 1) * B / nodes) of the global batch of
-    // `globalBatch` samples for `step` (B must be divisible by nodes; throws
-    // std::invalid_argument otherwise). Thread-safe; tensors are allocated on
-    // the calling thread.
+    // Rows batchRows(globalBatch, rank, nodes) of the global batch of
+    // `globalBatch` samples for `step` (every rank needs a row: throws
+    // std::invalid_argument for B < nodes, see checkedBatchRows). Thread-safe;
+    // tensors are allocated on the calling thread.
     virtual Batch trainBatch(std::int64_t step, std::int64_t globalBatch, int rank, int nodes) const = 0;
     // Held-out data for evaluation (may be empty for text corpora: then a
     // fixed set of held-out blocks).
@@ -60,8 +61,21 @@ std::shared_ptr<DataSource> makeCharCorpus(std::uint64_t seed, std::int64_t bloc
 // that every Debian system has, from base-files.
 std::string defaultCorpusPath();
 
-// Validates a trainBatch() request and returns globalBatch / nodes; throws
-// std::invalid_argument with a one-line reason. Shared by the data sources.
-std::int64_t rowsPerNode(std::int64_t step, std::int64_t globalBatch, int rank, int nodes);
+// Rows [first, first + count) of a global batch.
+struct RowRange {
+    std::int64_t first = 0;
+    std::int64_t count = 0;
+};
+
+// Share `share` of a global batch of B rows cut into `shares` contiguous
+// parts, in share order, as evenly as it goes: shares s < B % shares take
+// B / shares + 1 rows, the others B / shares (B = 10 over 4: 3, 3, 2, 2).
+// The union over the shares is exactly the whole batch. No checks.
+RowRange batchRows(std::int64_t globalBatch, int share, int shares);
+
+// Validates a trainBatch() request and returns batchRows(globalBatch, rank,
+// nodes); throws std::invalid_argument with a one-line reason (also when a
+// rank would get no rows). Shared by the data sources.
+RowRange checkedBatchRows(std::int64_t step, std::int64_t globalBatch, int rank, int nodes);
 
 } // namespace smol::engine

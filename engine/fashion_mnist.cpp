@@ -10,7 +10,8 @@
 // std::mt19937_64: both are fully specified by the C++ standard, so nodes on
 // different machines draw the same samples. Step s of global batch B takes
 // permutation entries s*B, s*B + 1, ... (mod 60000), wrapping into the next
-// epoch with the same order; rank r of N gets rows [r*B/N, (r+1)*B/N).
+// epoch with the same order; rank r of N gets its rows batchRows(B, r, N)
+// (contiguous, as even as B allows).
 //
 // What it does not do: no augmentation, no per-epoch reshuffle, no
 // normalisation beyond [0, 1]. A valid cache file is recognised by its size
@@ -203,10 +204,11 @@ public:
 
     Batch trainBatch(std::int64_t step, std::int64_t globalBatch, int rank, int nodes) const override
     {
-        const std::int64_t rows = rowsPerNode(step, globalBatch, rank, nodes);
-        // (step * B + rank * rows) mod 60000, without overflow for any step.
+        const RowRange mine = checkedBatchRows(step, globalBatch, rank, nodes);
+        const std::int64_t rows = mine.count;
+        // (step * B + first row) mod 60000, without overflow for any step.
         const std::int64_t start =
-            ((step % kTrainSize) * (globalBatch % kTrainSize) + rank * rows) % kTrainSize;
+            ((step % kTrainSize) * (globalBatch % kTrainSize) + mine.first) % kTrainSize;
 
         torch::Tensor index = torch::empty({rows}, torch::kInt64); // (rows)
         std::int64_t *at = index.data_ptr<std::int64_t>();

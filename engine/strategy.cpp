@@ -5,6 +5,7 @@
 #include "strategies/strategies.h"
 #include "tensor_bridge.h"
 
+#include <cmath>
 #include <stdexcept>
 #include <thread>
 
@@ -46,6 +47,60 @@ const char *pipelineScheduleName(PipelineSchedule schedule)
 Batch localBatch(const NodeContext &ctx, std::int64_t step)
 {
     return ctx.data->trainBatch(step, ctx.globalBatch, ctx.rank, ctx.nodes);
+}
+
+double batchWeight(const NodeContext &ctx)
+{
+    return batchWeight(ctx.globalBatch, ctx.rank, ctx.nodes);
+}
+
+double batchWeight(std::int64_t globalBatch, int share, int shares)
+{
+    if (globalBatch % shares == 0)
+        return 1; // exactly, not rows x shares / B rounded
+    return double(batchRows(globalBatch, share, shares).count) * shares / double(globalBatch);
+}
+
+torch::Tensor weightedLoss(const torch::Tensor &loss, double weight)
+{
+    return weight == 1 ? loss : loss * weight;
+}
+
+void checkBatchSplit(const Strategy &kind, std::int64_t globalBatch, int nodes)
+{
+    const int shares = kind.batchShares(nodes);
+    if (shares < 1)
+        throw std::invalid_argument(kind.name() + " needs at least 2 nodes (a server and a worker)");
+    if (globalBatch < shares)
+        throw std::invalid_argument("--global-batch " + std::to_string(globalBatch) +
+                                    " is smaller than the " + std::to_string(shares) +
+                                    (shares == nodes ? " data-parallel nodes" : " workers"));
+}
+
+std::vector<std::int64_t> lossRows(const Strategy &kind, std::int64_t globalBatch, int nodes)
+{
+    const int shares = kind.batchShares(nodes);
+    if (kind.isAsynchronous() || shares < 1 || globalBatch % shares == 0)
+        return {};
+    // The shares are the last `shares` ranks: rank 0 is the server when
+    // there is one.
+    std::vector<std::int64_t> rows(std::size_t(nodes), 0);
+    for (int share = 0; share < shares; ++share)
+        rows[std::size_t(nodes - shares + share)] = batchRows(globalBatch, share, shares).count;
+    return rows;
+}
+
+double stepLoss(const std::vector<std::pair<int, double>> &losses, const std::vector<std::int64_t> &rows)
+{
+    if (losses.empty())
+        return std::nan("");
+    double sum = 0, weight = 0;
+    for (const auto &[rank, loss] : losses) {
+        const double w = rows.empty() ? 1 : double(rows[std::size_t(rank)]);
+        sum += rows.empty() ? loss : w * loss;
+        weight += w;
+    }
+    return sum / weight;
 }
 
 void stretchCompute(const NodeContext &ctx, std::chrono::steady_clock::time_point computeStart)

@@ -14,9 +14,10 @@
 #include <chrono>
 #include <functional>
 #include <map>
-#include <type_traits>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace smol::net {
@@ -40,6 +41,10 @@ struct NodeBehaviour {
 // 1F1B alternates one forward and one backward once the pipeline is full.
 enum class PipelineSchedule { GPipe, OneFOneB };
 const char *pipelineScheduleName(PipelineSchedule schedule);
+
+// The largest cluster the engine runs: a whole class, one node each
+// (validateConfig, smolctl train and bench allreduce check against it).
+constexpr int kMaxNodes = 64;
 
 struct NodeContext {
     int rank = 0;
@@ -140,13 +145,15 @@ public:
     // sharded strategies: every node must call it.
     virtual torch::Tensor fullParameters() = 0;
     virtual std::vector<ShardRange> shards() const = 0;
-    // Data-parallel strategies take global batch / nodes samples per node.
+    // Data-parallel strategies split the global batch over the nodes.
     virtual bool isDataParallel() const { return true; }
-    // How many nodes share one step's global batch, each taking an equal,
-    // whole part: every node for data parallelism; the workers when a server
-    // computes nothing (syncps, edp); 1 when every node computes on the whole
-    // batch (tensor, pipeline: override). The trainer rejects a global batch
-    // that does not split evenly, and fewer than 1 share.
+    // How many nodes share one step's global batch, each taking a contiguous
+    // part as even as it goes (batchRows; batchWeight makes the mean gradient
+    // exact when the parts differ by a row): every node for data parallelism;
+    // the workers, ranks 1..N-1, when a server (rank 0) computes nothing
+    // (syncps, edp); 1 when every node computes on the whole batch (tensor,
+    // pipeline: override). The trainer rejects fewer than 1 share, and a
+    // global batch with fewer rows than shares.
     virtual int batchShares(int nodes) const { return isDataParallel() ? nodes : nodes - 1; }
     // Throws std::invalid_argument (one line) when this strategy cannot run
     // `model` with these settings: `ctx` as setup() will get it, without model,
@@ -181,8 +188,34 @@ public:
 std::unique_ptr<Strategy> makeStrategy(const std::string &name);
 std::vector<std::string> strategyNames();
 
-// Shared by the data-parallel strategies: this node's share of the batch.
+// Shared by the data-parallel strategies: this node's share of the batch
+// (share ctx.rank of ctx.nodes, batchRows).
 Batch localBatch(const NodeContext &ctx, std::int64_t step);
+// A share's loss is the mean over its own rows; scaled by
+// rows x shares / B before backward, the average of the shares' gradients
+// (ReduceOp::Average, syncps's server) is the mean over the whole global
+// batch, as single computes it, also when the shares differ by a row.
+// Exactly 1 when the batch splits evenly. The first form is share ctx.rank
+// of ctx.nodes (localBatch's); servers' workers pass rank - 1 of nodes - 1.
+double batchWeight(const NodeContext &ctx);
+double batchWeight(std::int64_t globalBatch, int share, int shares);
+// The loss to call backward() on: loss x weight, or loss itself (no multiply
+// at all) when weight is 1, so even splits stay bit-for-bit what they were.
+torch::Tensor weightedLoss(const torch::Tensor &loss, double weight);
+// Throws std::invalid_argument (one line) when `kind` cannot split a global
+// batch of B rows over `nodes` nodes: fewer than 1 share (a server needs a
+// worker), or fewer rows than shares (a share would get none). The trainer
+// and the coordinator ask before starting any node.
+void checkBatchSplit(const Strategy &kind, std::int64_t globalBatch, int nodes);
+// The rows each rank's reported loss is the mean over, by rank (0: reports
+// none, a server), to weight a step's loss over the nodes as single computes
+// it; empty when a plain mean is already that (an even split, one share, or
+// an asynchronous run, whose step loss is rank 0's alone).
+std::vector<std::int64_t> lossRows(const Strategy &kind, std::int64_t globalBatch, int nodes);
+// A step's loss from the (rank, loss) pairs reported for it, in report order:
+// their plain mean when `rows` is empty, else weighted by rows[rank]; NaN
+// when there are none.
+double stepLoss(const std::vector<std::pair<int, double>> &losses, const std::vector<std::int64_t> &rows);
 
 // A slower machine, simulated: sleeps (behaviour.slowdown - 1) x the time
 // since computeStart (the forward and backward just done). No-op at 1.

@@ -39,13 +39,14 @@ queues with --transport inproc).
 Options:
   --strategy S        single|ddp|zero1|zero2|zero3|syncps|edp|pipeline|tensor
                       (default ddp)
-  --nodes N           1 to 16 (default 2; single needs 1)
+  --nodes N           1 to 64 (default 2; single needs 1)
   --model M           mlp (Fashion-MNIST) | gpt (characters) | PATH.pt
                       (a TorchScript module taking (B,784) images, returning
                       (B,10) logits) (default mlp)
   --steps K           optimisation steps; edp: server updates (default 100)
-  --global-batch B    samples per step over all nodes (default 120: splits
-                      evenly over 1-6 and 8 nodes)
+  --global-batch B    samples per step over all nodes, at least one per
+                      data-parallel node; split as evenly as it goes (the
+                      first B mod N nodes take one more) (default 120)
   --seed S            seed for weights and sample order (default 0)
   --transport T       tcp|inproc (default tcp)
   --backend B         ours|gloo: who runs the collectives, our transport or
@@ -225,7 +226,7 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
         if (a == "--strategy")
             c.strategy = v.toStdString();
         else if (a == "--nodes")
-            c.nodes = int(integer(1, 16));
+            c.nodes = int(integer(1, kMaxNodes));
         else if (a == "--model")
             c.model.kind = v.toStdString();
         else if (a == "--steps")
@@ -269,7 +270,7 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
             bool rankOk = false;
             const int rank = parts.size() == 2 ? parts[0].toInt(&rankOk) : -1;
             const double factor = parts.size() == 2 ? parts[1].toDouble(&ok) : 0;
-            if (!rankOk || !ok || rank < 0 || rank >= 16 || !std::isfinite(factor) || factor < 1)
+            if (!rankOk || !ok || rank < 0 || rank >= kMaxNodes || !std::isfinite(factor) || factor < 1)
                 return bad("bad value '" + v + "' for --slowdown (expected RANK:FACTOR with FACTOR >= 1, e.g. 1:4)");
             if (c.behaviour.size() <= std::size_t(rank))
                 c.behaviour.resize(std::size_t(rank) + 1);

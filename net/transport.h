@@ -173,4 +173,12 @@ std::vector<std::unique_ptr<Transport>> makeLocalMesh(TransportKind kind, int wo
                                                        const std::string &token,
                                                        TransportOptions options = {});
 
+// Makes room for `count` more open files in this process: raises the soft
+// RLIMIT_NOFILE towards the hard limit when the current one is short (a
+// desktop's default soft limit is often 1024; ranks as threads over TCP hold
+// N(N-1) socket ends plus 2 per rank: 4160 for 64 ranks). Throws NetError
+// naming both limits when even the hard limit is too low. makeLocalMesh
+// calls it for TCP.
+void reserveFileDescriptors(std::size_t count);
+
 } // namespace smol::net

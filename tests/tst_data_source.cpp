@@ -32,6 +32,8 @@ private Q_SLOTS:
     void mnistWrapsAroundTheEpoch();
     void mnistEpochIsAPermutation();
     void mnistTestSet();
+    void batchRowsSplitEvenly_data();
+    void batchRowsSplitEvenly();
     void badSplit_data();
     void badSplit();
     void mnistThreadsAgree();
@@ -102,6 +104,8 @@ void TestDataSource::mnistShapes_data()
     QTest::newRow("single node") << qint64(64) << 0 << 1;
     QTest::newRow("rank 1 of 4") << qint64(64) << 1 << 4;
     QTest::newRow("last of 3") << qint64(9) << 2 << 3;
+    QTest::newRow("uneven, a long share") << qint64(10) << 1 << 4;
+    QTest::newRow("uneven, a short share") << qint64(10) << 3 << 4;
     QTest::newRow("one row") << qint64(1) << 0 << 1;
 }
 
@@ -111,7 +115,7 @@ void TestDataSource::mnistShapes()
     QFETCH(int, rank);
     QFETCH(int, nodes);
     const Batch b = m_mnist->trainBatch(/*step=*/3, globalBatch, rank, nodes);
-    const std::int64_t rows = globalBatch / nodes;
+    const std::int64_t rows = globalBatch / nodes + (rank < globalBatch % nodes ? 1 : 0);
     QCOMPARE(b.input.sizes().vec(), (std::vector<std::int64_t>{rows, 784}));
     QCOMPARE(b.input.scalar_type(), torch::kFloat32);
     QCOMPARE(b.target.sizes().vec(), std::vector<std::int64_t>{rows});
@@ -148,12 +152,14 @@ void TestDataSource::mnistRankSplit_data()
     QTest::addColumn<int>("nodes");
     for (int n = 1; n <= 4; ++n)
         QTest::addRow("%d nodes", n) << n;
+    for (int n : {5, 7}) // 36 and 12 rows split unevenly
+        QTest::addRow("%d nodes, uneven", n) << n;
 }
 
 void TestDataSource::mnistRankSplit()
 {
     QFETCH(int, nodes);
-    const std::int64_t B = 36;      // divisible by 1..4
+    const std::int64_t B = 36;      // divisible by 1..4, not by 5 or 7
     const std::int64_t step = 1666; // 1666 * 36 = 59976: this batch wraps into the next epoch
     const Batch global = m_mnist->trainBatch(step, B, 0, 1);
     std::vector<Batch> parts;
@@ -207,13 +213,45 @@ void TestDataSource::mnistTestSet()
     QVERIFY(t.input.max().item<float>() == 1.0f);
 }
 
+void TestDataSource::batchRowsSplitEvenly_data()
+{
+    QTest::addColumn<qint64>("globalBatch");
+    QTest::addColumn<int>("shares");
+    QTest::addColumn<QList<qint64>>("rows");
+    QTest::newRow("even") << qint64(12) << 3 << QList<qint64>{4, 4, 4};
+    QTest::newRow("10 over 4") << qint64(10) << 4 << QList<qint64>{3, 3, 2, 2};
+    QTest::newRow("one extra row") << qint64(7) << 3 << QList<qint64>{3, 2, 2};
+    QTest::newRow("one row each") << qint64(5) << 5 << QList<qint64>{1, 1, 1, 1, 1};
+    QTest::newRow("70 over 32") << qint64(70) << 32 << [] {
+        QList<qint64> r(32, 2);
+        for (int i = 0; i < 6; ++i)
+            r[i] = 3;
+        return r;
+    }();
+}
+
+void TestDataSource::batchRowsSplitEvenly()
+{
+    QFETCH(qint64, globalBatch);
+    QFETCH(int, shares);
+    QFETCH(QList<qint64>, rows);
+    std::int64_t next = 0; // contiguous, in share order, covering the batch
+    for (int s = 0; s < shares; ++s) {
+        const RowRange r = batchRows(globalBatch, s, shares);
+        QCOMPARE(r.first, next);
+        QCOMPARE(r.count, rows[s]);
+        next += r.count;
+    }
+    QCOMPARE(next, globalBatch);
+}
+
 void TestDataSource::badSplit_data()
 {
     QTest::addColumn<qint64>("globalBatch");
     QTest::addColumn<int>("rank");
     QTest::addColumn<int>("nodes");
     QTest::addColumn<QString>("reason");
-    QTest::newRow("indivisible") << qint64(10) << 0 << 3 << "not divisible";
+    QTest::newRow("a rank without rows") << qint64(3) << 0 << 4 << "smaller than the 4 nodes";
     QTest::newRow("rank too big") << qint64(12) << 3 << 3 << "rank 3 of 3";
     QTest::newRow("no nodes") << qint64(12) << 0 << 0 << "bad batch split";
     QTest::newRow("empty batch") << qint64(0) << 0 << 1 << "bad batch split";

@@ -2,7 +2,11 @@
 //
 // Rank 0 is the server: it holds the parameters, the optimizer state and a
 // version (the number of updates applied so far) and computes nothing. Ranks
-// 1..N-1 are workers; each of their steps takes B/(N-1) samples. Nobody waits
+// 1..N-1 are workers; each of their steps takes B/(N-1) samples (when N-1
+// does not divide B, workers 1..B % (N-1) take one more, and weight their
+// loss by rows x (N-1) / B, batchWeight: pushes are applied one at a time,
+// so without it a sample in a smaller share would move the weights more; with
+// it every sample counts the same, whichever worker drew it). Nobody waits
 // for everybody: every worker loops at its own pace,
 //   1. pull: asks the server for weights; the reply is (version v, params)
 //      or "stop";
@@ -109,9 +113,6 @@ public:
     {
         if (ctx.nodes < 2)
             throw std::invalid_argument("edp needs at least 2 nodes (a server and a worker)");
-        if (ctx.globalBatch % (ctx.nodes - 1) != 0)
-            throw std::invalid_argument("edp splits the global batch over " + std::to_string(ctx.nodes - 1) +
-                                        " workers: " + std::to_string(ctx.globalBatch) + " is not divisible");
         if (ctx.maxStaleness < 0)
             throw std::invalid_argument("edp: the staleness bound must be at least 0");
         if (ctx.steps < 1)
@@ -174,6 +175,8 @@ public:
     bool isDataParallel() const override { return false; }
     bool isAsynchronous() const override { return true; }
     bool finished() const override { return m_finished; }
+    // One update is one worker's push: B/(N-1) samples (rounded down when the
+    // shares differ by a row).
     std::int64_t samplesPerStep(std::int64_t globalBatch, int nodes) const override
     {
         return nodes > 1 ? globalBatch / (nodes - 1) : globalBatch;
@@ -231,7 +234,8 @@ private:
         const auto t0 = Clock::now();
         const Batch batch = m_ctx.data->trainBatch(step, m_ctx.globalBatch, m_ctx.rank - 1, m_ctx.nodes - 1);
         const torch::Tensor lossTensor = timed(m_ctx, SpanEvent::Kind::Forward, step, [&] { return m_ctx.model->loss(batch); });
-        timed(m_ctx, SpanEvent::Kind::Backward, step, [&] { lossTensor.backward(); });
+        const double weight = batchWeight(m_ctx.globalBatch, m_ctx.rank - 1, m_ctx.nodes - 1);
+        timed(m_ctx, SpanEvent::Kind::Backward, step, [&] { weightedLoss(lossTensor, weight).backward(); });
         stretchCompute(m_ctx, t0);
         const double loss = lossTensor.item<double>();
         ++m_localSteps;

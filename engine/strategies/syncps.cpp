@@ -2,11 +2,14 @@
 //
 // Rank 0 is a dedicated server: it holds the parameters and the optimizer
 // state and computes nothing. Ranks 1..N-1 are workers; each takes
-// B/(N-1) samples of the global batch. Per step:
-//   1. every worker computes gradients on its samples;
+// B/(N-1) samples of the global batch (when N-1 does not divide B, workers
+// 1..B % (N-1) take one more). Per step:
+//   1. every worker computes gradients on its samples, its loss weighted by
+//      rows x (N-1) / B (batchWeight; exactly 1 when the split is even);
 //   2. push: every worker sends its whole gradient to the server;
-//   3. the server waits for all N-1 pushes, averages them (in rank order),
-//      and applies the optimizer;
+//   3. the server waits for all N-1 pushes, averages them (in rank order;
+//      with the weights, the mean over the whole global batch), and applies
+//      the optimizer;
 //   4. pull: the server sends the new parameters to every worker.
 //
 // Holds: server: parameters, optimizer state, one gradient accumulator;
@@ -35,9 +38,6 @@ public:
     {
         if (ctx.nodes < 2)
             throw std::invalid_argument("syncps needs at least 2 nodes (a server and a worker)");
-        if (ctx.globalBatch % (ctx.nodes - 1) != 0)
-            throw std::invalid_argument("syncps splits the global batch over " + std::to_string(ctx.nodes - 1) +
-                                        " workers: " + std::to_string(ctx.globalBatch) + " is not divisible");
         m_ctx = ctx;
         m_flat = std::make_unique<FlatParams>(ctx.model->namedParameters());
         if (isServer()) {
@@ -66,7 +66,8 @@ public:
         m_flat->grads().zero_();
         const Batch batch = m_ctx.data->trainBatch(step, m_ctx.globalBatch, m_ctx.rank - 1, m_ctx.nodes - 1);
         const torch::Tensor loss = timed(m_ctx, SpanEvent::Kind::Forward, step, [&] { return m_ctx.model->loss(batch); });
-        timed(m_ctx, SpanEvent::Kind::Backward, step, [&] { loss.backward(); });
+        const double weight = batchWeight(m_ctx.globalBatch, m_ctx.rank - 1, m_ctx.nodes - 1);
+        timed(m_ctx, SpanEvent::Kind::Backward, step, [&] { weightedLoss(loss, weight).backward(); });
         m_ctx.comm->send(0, viewOf(m_flat->grads()), "grads", net::CollectiveKind::Push);
         m_ctx.comm->recv(0, viewOf(m_flat->values()), "params", net::CollectiveKind::Pull);
         return loss.item<double>();

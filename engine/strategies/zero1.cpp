@@ -2,7 +2,8 @@
 //
 // The flat parameter vector (P elements) is cut into N contiguous shards;
 // node r owns shard r (net::Communicator::chunk). Per step:
-//   1. every node computes gradients on its B/N samples;
+//   1. every node computes gradients on its B/N samples (uneven B: the first
+//      B % N nodes take one more, losses weighted by rows: batchWeight);
 //   2. all-reduce (average) the full gradient vector, as ddp does;
 //   3. node r updates only its shard of the parameters, with optimizer state
 //      for that shard only;
@@ -39,7 +40,8 @@ public:
         m_flat->grads().zero_();
         const torch::Tensor loss =
             timed(m_ctx, SpanEvent::Kind::Forward, step, [&] { return m_ctx.model->loss(localBatch(m_ctx, step)); });
-        timed(m_ctx, SpanEvent::Kind::Backward, step, [&] { loss.backward(); });
+        timed(m_ctx, SpanEvent::Kind::Backward, step,
+              [&] { weightedLoss(loss, batchWeight(m_ctx)).backward(); });
         m_ctx.comm->allReduce(viewOf(m_flat->grads()), net::ReduceOp::Average, "grads");
         timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] { m_opt->step(mine(m_flat->values()), mine(m_flat->grads())); });
         m_ctx.comm->allGather(viewOf(m_flat->values()), "params");

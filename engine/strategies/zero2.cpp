@@ -2,8 +2,9 @@
 //
 // Node r owns shard r of the flat parameter vector (P elements, N shards).
 // Per step:
-//   1. every node computes gradients on its B/N samples into a full,
-//      temporary gradient buffer;
+//   1. every node computes gradients on its B/N samples (uneven B: the first
+//      B % N nodes take one more, losses weighted by rows: batchWeight) into
+//      a full, temporary gradient buffer;
 //   2. reduce-scatter (average): node r receives the averaged gradient of
 //      its shard only, keeps that, and frees the full buffer;
 //   3. node r updates its shard of the parameters;
@@ -42,7 +43,8 @@ public:
         torch::Tensor full = m_flat->attachGrads();
         const torch::Tensor loss =
             timed(m_ctx, SpanEvent::Kind::Forward, step, [&] { return m_ctx.model->loss(localBatch(m_ctx, step)); });
-        timed(m_ctx, SpanEvent::Kind::Backward, step, [&] { loss.backward(); });
+        timed(m_ctx, SpanEvent::Kind::Backward, step,
+              [&] { weightedLoss(loss, batchWeight(m_ctx)).backward(); });
         m_ctx.comm->reduceScatter(viewOf(full), net::ReduceOp::Average, "grads");
         m_gradShard.copy_(mine(full));
         full = torch::Tensor();

@@ -2,7 +2,9 @@
 // sharded.
 //
 // Each layer's parameters (model.layers()) form a flat vector of L elements
-// cut into N shards; node r keeps shard r only. Per step, layer by layer:
+// cut into N shards; node r keeps shard r only. Node r computes on its share
+// of the B samples (B/N; uneven B: the first B % N nodes take one more, losses
+// weighted by rows: batchWeight). Per step, layer by layer:
 //   forward:  all-gather the layer's shards into the full parameters, run the
 //             layer, free the full parameters (keep the shard);
 //   backward: all-gather again, recompute the layer's forward and take the
@@ -79,7 +81,8 @@ public:
             return m_ctx.model->lossFromOutput(x, batch);
         });
         // Runs GatheredLayer::backward from the last layer to the first.
-        timed(m_ctx, SpanEvent::Kind::Backward, step, [&] { loss.backward(); });
+        timed(m_ctx, SpanEvent::Kind::Backward, step,
+              [&] { weightedLoss(loss, batchWeight(m_ctx)).backward(); });
         timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] {
             for (auto &s : m_shards)
                 s.opt->step(s.values, s.grads);
