@@ -85,6 +85,11 @@ public:
         if (m_next)
             m_next->onReform(attempt, maxAttempts, nodes, fromStep, reason);
     }
+    void onWaitingForNodes(double seconds) override
+    {
+        if (m_next)
+            m_next->onWaitingForNodes(seconds);
+    }
 
 private:
     SessionEventSink *m_events;

@@ -124,6 +124,9 @@ public:
     // From the coordinator's run() thread.
     virtual void onReform(int /*attempt*/, int /*maxAttempts*/, int /*nodes*/, std::int64_t /*fromStep*/,
                           const std::string & /*reason*/) {}
+    // Cluster runs: every node was lost; the run waits up to `seconds` for
+    // nodes to join again. From the coordinator's run() thread.
+    virtual void onWaitingForNodes(double /*seconds*/) {}
 };
 
 struct TrainSummary {

@@ -38,6 +38,9 @@ Cluster runtime (a coordinator and nodes over authenticated TCP):
   --wait-timeout SEC  give up when the nodes have not joined (default 120)
   --heartbeat-timeout SEC
                       a node silent this long is lost (default 5)
+  --rejoin-timeout SEC
+                      when every node is lost, wait this long for nodes to
+                      join again and resume with them (default 120)
   --checkpoint-every K --checkpoint-dir D
                       write the parameters every K steps to
                       D/checkpoint.smolckpt (written to a temporary file and
@@ -51,6 +54,7 @@ Cluster runtime (a coordinator and nodes over authenticated TCP):
   A lost node (killed, crashed, silent) does not end the run: edp trains on
   without it; the lock-step strategies re-form with the survivors (and any
   node that joined meanwhile) from the last step every node completed.
+  When every node is lost the run waits --rejoin-timeout for nodes to join.
 )";
 
 namespace {
@@ -85,7 +89,7 @@ QString reachableAddress()
 bool parseClusterOption(const QStringList &args, int &i, ClusterCliOptions &o, QString &error)
 {
     static const QStringList names{"--listen",       "--token",          "--wait-nodes",     "--advertise",
-                                   "--local-nodes",  "--wait-timeout",   "--heartbeat-timeout",
+                                   "--local-nodes",  "--wait-timeout",   "--heartbeat-timeout", "--rejoin-timeout",
                                    "--checkpoint-every", "--checkpoint-dir", "--resume", "--recovery-every"};
     const QString a = args[i];
     if (!names.contains(a))
@@ -117,6 +121,8 @@ bool parseClusterOption(const QStringList &args, int &i, ClusterCliOptions &o, Q
         ok = seconds(v, o.waitTimeout);
     } else if (a == "--heartbeat-timeout") {
         ok = seconds(v, o.heartbeatTimeout);
+    } else if (a == "--rejoin-timeout") {
+        ok = seconds(v, o.rejoinTimeout);
     } else if (a == "--checkpoint-every") {
         o.checkpointEvery = v.toLongLong(&ok);
         ok = ok && o.checkpointEvery >= 1;
@@ -180,6 +186,10 @@ TrainSummary runClusterTraining(const TrainConfig &config, ClusterCliOptions o, 
             reachableAddress().toStdString() + ":" + std::to_string(coordinator.port()) + " --token <token>");
 
     memory::install();
+    // Each local node's data-plane links and control connection (about
+    // K(K+3) descriptors: 64 nodes need more than a desktop's soft 1024).
+    if (local > 1)
+        net::reserveFileDescriptors(std::size_t(local) * std::size_t(local + 3));
     std::vector<std::thread> locals;
     for (int k = 0; k < local; ++k)
         locals.emplace_back([&, k] {
@@ -223,6 +233,7 @@ TrainSummary runClusterTraining(const TrainConfig &config, ClusterCliOptions o, 
     ro.nodes = config.nodes;
     ro.checkpointEvery = o.checkpointEvery;
     ro.recoveryEvery = o.recoveryEvery;
+    ro.rejoinTimeout = o.rejoinTimeout;
     ro.breakpoints = o.breakpoints;
     ro.events = o.events;
     ro.checkpointDir = o.checkpointDir;

@@ -27,6 +27,7 @@ struct ClusterCliOptions {
     int localNodes = -1;       // node threads in this process (-1: --nodes when not listening, else 0)
     std::chrono::milliseconds waitTimeout{120000};
     std::chrono::milliseconds heartbeatTimeout{5000};
+    std::chrono::milliseconds rejoinTimeout{120000}; // every node lost: wait this long for nodes
     std::int64_t checkpointEvery = 0;
     std::int64_t recoveryEvery = 1;
     QString checkpointDir;

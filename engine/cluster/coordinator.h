@@ -33,7 +33,7 @@
 namespace smol::engine {
 
 // A class's cluster: 30 students and spares, local or remote.
-constexpr int kMaxClusterNodes = 64;
+constexpr int kMaxClusterNodes = kMaxNodes;
 
 struct CoordinatorOptions {
     std::string bindAddress = "0.0.0.0";
@@ -79,6 +79,9 @@ struct ClusterRunOptions {
     // re-forms from the run's starting parameters).
     std::int64_t recoveryEvery = 1;
     int maxReforms = 8;
+    // Every node lost: how long to wait for nodes to join again before the
+    // run ends (a laptop lid, a Wi-Fi drop); whoever came resumes it.
+    std::chrono::milliseconds rejoinTimeout{120000};
     // Pause at collectives (not owned): every node asks it at each
     // collective, through a proxy thread here (one round trip per collective
     // while set). nullptr: nodes never stop.
@@ -131,7 +134,8 @@ public:
     TrainSummary run(const TrainConfig &config, const ClusterRunOptions &options, TrainObserver *observer = nullptr);
 
 private:
-    struct Private;
+    struct Private; // coordinator_private.h
+    class Run;      // one run's state machine: coordinator_run.cpp
     std::unique_ptr<Private> d;
 };
 
