@@ -29,6 +29,7 @@ private Q_SLOTS:
     void torchScriptModelMatchesSingle_data();
     void torchScriptModelMatchesSingle();
     void memoryShrinksWithSharding();
+    void zero1SendsWhatDdpSends();
     void memorySnapshotsAtCollectives();
     void rejectsBadConfigs_data();
     void rejectsBadConfigs();
@@ -192,6 +193,30 @@ void TestStrategies::deterministic()
         const TrainSummary b = runTraining(c);
         QCOMPARE(a.lossCurve, b.lossCurve); // bit for bit
         QVERIFY(torch::equal(a.finalParams, b.finalParams));
+    }
+}
+
+// The ZeRO paper's headline (section 7): stages 1 and 2 cost ddp's
+// 2(N-1)/N x 4P per node per step; only stage 3 adds half again.
+void TestStrategies::zero1SendsWhatDdpSends()
+{
+    const int N = 4;
+    auto run = [&](const char *s) {
+        TrainConfig c = baseConfig(s, N, OptimizerConfig::Kind::Adam);
+        c.steps = 3;
+        return runTraining(c);
+    };
+    const TrainSummary ddp = run("ddp"), zero1 = run("zero1"), zero2 = run("zero2"), zero3 = run("zero3");
+    const double P = double(ddp.paramCount);
+    const double closedForm = 3 * 2.0 * (N - 1) / N * 4 * P; // 3 steps
+    for (int r = 0; r < N; ++r) {
+        const double d = double(ddp.bytesSentPerNode[std::size_t(r)]);
+        const double z1 = double(zero1.bytesSentPerNode[std::size_t(r)]);
+        QCOMPARE(zero1.bytesSentPerNode[std::size_t(r)], zero2.bytesSentPerNode[std::size_t(r)]);
+        // ddp's buckets round their chunks separately: equal to a few bytes per bucket.
+        QVERIFY2(std::abs(z1 - d) <= 1e-3 * d, qPrintable(QString("rank %1: zero1 %2 B, ddp %3 B").arg(r).arg(z1).arg(d)));
+        QVERIFY2(std::abs(z1 - closedForm) <= 1e-3 * closedForm, qPrintable(QString("zero1 %1 B, 2(N-1)/N x 4P x 3 = %2").arg(z1).arg(closedForm)));
+        QVERIFY(double(zero3.bytesSentPerNode[std::size_t(r)]) > 1.4 * z1);
     }
 }
 

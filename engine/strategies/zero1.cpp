@@ -1,17 +1,22 @@
-// zero1: ZeRO stage 1, optimizer state sharded.
+// zero1: ZeRO stage 1, optimizer state sharded (Rajbhandari et al., "ZeRO",
+// section 5.1 and 7: P_os).
 //
 // The flat parameter vector (P elements) is cut into N contiguous shards;
 // node r owns shard r (net::Communicator::chunk). Per step:
 //   1. every node computes gradients on its B/N samples (uneven B: the first
 //      B % N nodes take one more, losses weighted by rows: batchWeight);
-//   2. all-reduce (average) the full gradient vector, as ddp does;
+//   2. reduce-scatter (average) the gradient vector: node r needs only its
+//      shard averaged, since it updates only that shard (the rest of its
+//      gradient buffer is left as the scatter's scratch);
 //   3. node r updates only its shard of the parameters, with optimizer state
 //      for that shard only;
 //   4. all-gather the updated shards, so every node has all parameters again.
 //
-// Holds: all parameters, all gradients, optimizer state for P/N elements.
-// Bytes on the wire per node per step: 2(N-1)/N x 4P (all-reduce) +
-// (N-1)/N x 4P (all-gather) = 3(N-1)/N x 4P sent, the same received.
+// Holds: all parameters, all gradients (stage 1 keeps the full buffer; stage
+// 2 frees it), optimizer state for P/N elements.
+// Bytes on the wire per node per step: (N-1)/N x 4P (reduce-scatter) +
+// (N-1)/N x 4P (all-gather) = 2(N-1)/N x 4P sent, the same received: ddp's
+// traffic, as the paper has it (only stage 3 costs 1.5x).
 #include "strategies.h"
 
 #include "engine/flat_params.h"
@@ -42,7 +47,7 @@ public:
             timed(m_ctx, SpanEvent::Kind::Forward, step, [&] { return m_ctx.model->loss(localBatch(m_ctx, step)); });
         timed(m_ctx, SpanEvent::Kind::Backward, step,
               [&] { weightedLoss(loss, batchWeight(m_ctx)).backward(); });
-        m_ctx.comm->allReduce(viewOf(m_flat->grads()), net::ReduceOp::Average, "grads");
+        m_ctx.comm->reduceScatter(viewOf(m_flat->grads()), net::ReduceOp::Average, "grads");
         timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] { m_opt->step(mine(m_flat->values()), mine(m_flat->grads())); });
         m_ctx.comm->allGather(viewOf(m_flat->values()), "params");
         return loss.item<double>();
