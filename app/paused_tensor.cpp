@@ -13,6 +13,7 @@ widgets::PausedTensor pausedTensorOf(const engine::TensorSnapshot &s)
     t.step = s.step;
     t.count = s.count;
     t.before = s.before;
+    t.part = QString::fromStdString(engine::partLabel(s));
     t.min = s.stats.min;
     t.max = s.stats.max;
     t.mean = s.stats.mean;

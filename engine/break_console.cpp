@@ -63,7 +63,9 @@ void BreakConsole::print(const PauseState &p)
             nodes.append(QJsonObject{{"node", s.node},       {"step", double(s.step)},
                                      {"kind", net::collectiveName(s.kind)},
                                      {"seq", double(s.seq)}, {"name", QString::fromStdString(s.name)},
-                                     {"count", double(s.count)}, {"min", s.stats.min},
+                                     {"count", double(s.count)}, {"offset", double(s.offset)},
+                                     {"total", double(s.total)}, {"part", QString::fromStdString(partLabel(s))},
+                                     {"min", s.stats.min},
                                      {"max", s.stats.max},   {"mean", s.stats.mean},
                                      {"std", s.stats.std},   {"l2", s.stats.l2},
                                      {"nan", double(s.stats.nanCount)}, {"inf", double(s.stats.infCount)}});
@@ -84,12 +86,16 @@ void BreakConsole::print(const PauseState &p)
               << "' seq " << first->seq << ", step " << first->step;
     m_out << ": " << p.inputs.size() << " node(s) held" << (p.complete ? "" : " (not every node reached it)")
           << "\n";
-    for (const TensorSnapshot &s : p.inputs)
+    for (const TensorSnapshot &s : p.inputs) {
         m_out << "  node " << s.node << ": " << s.count << " x " << net::dtypeName(s.dtype) << "  min "
               << QString::number(s.stats.min, 'g', 5) << "  max " << QString::number(s.stats.max, 'g', 5)
               << "  mean " << QString::number(s.stats.mean, 'g', 5) << "  std "
               << QString::number(s.stats.std, 'g', 5) << "  L2 " << QString::number(s.stats.l2, 'g', 6)
-              << "  NaN " << s.stats.nanCount << "\n";
+              << "  NaN " << s.stats.nanCount;
+        if (s.count != s.total)
+            m_out << "  (" << QString::fromStdString(partLabel(s)) << ")";
+        m_out << "\n";
+    }
     m_out.flush();
 }
 

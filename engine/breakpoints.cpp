@@ -295,7 +295,10 @@ bool BreakpointController::holdFor(std::uint64_t pauseId, int node, std::int64_t
 void BreakpointController::hold(Lock &lock, int node, std::int64_t atStep, const net::CollectiveInfo &info)
 {
     noteHeldAtCollective(); // the timeline's Pause span (span_hook.h)
-    Held held{node, atStep, info, info.buffer, {}, false};
+    // Only what this node contributes is shown and edited (an all-gather's
+    // own chunk; nothing of a recv): the rest is not written yet.
+    const net::BufferPart part = net::contributedPart(info, /*before=*/true);
+    Held held{node, atStep, info, part.whole ? info.buffer : info.buffer.slice(part.offset, part.count), {}, false};
     m_held.push_back(&held);
     // Before notify(): it unlocks, and a command may release us meanwhile.
     const std::uint64_t generation = m_generation;
@@ -318,14 +321,7 @@ void BreakpointController::after(int node, std::int64_t atStep, const net::Colle
         return;
     const StepTicket ticket = t_ticket;
     t_ticket = StepTicket{};
-    TensorSnapshot s = takeSnapshot(info.buffer, m_options);
-    s.node = node;
-    s.step = atStep;
-    s.kind = info.kind;
-    s.seq = info.seq;
-    s.name = info.name;
-    s.peer = info.peer;
-    s.before = false;
+    TensorSnapshot s = takePartSnapshot(info, /*before=*/false, node, atStep, m_options);
     s.edited = ticket.edited;
     std::lock_guard lock(m_mutex);
     if (ticket.stepId != m_stepId)
@@ -353,14 +349,7 @@ std::shared_ptr<const PauseState> BreakpointController::publishIfReady()
     state->complete = everyone;
     // Held threads are blocked and their buffers unchanged until released.
     for (const Held *h : m_held) {
-        TensorSnapshot s = takeSnapshot(h->buffer, m_options);
-        s.node = h->node;
-        s.step = h->step;
-        s.kind = h->info.kind;
-        s.seq = h->info.seq;
-        s.name = h->info.name;
-        s.peer = h->info.peer;
-        state->inputs.push_back(std::move(s));
+        state->inputs.push_back(takePartSnapshot(h->info, /*before=*/true, h->node, h->step, m_options));
     }
     std::stable_sort(state->inputs.begin(), state->inputs.end(), [](const auto &a, const auto &b) { return a.node < b.node; });
     if (m_resultsInNextPause)

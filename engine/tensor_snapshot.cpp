@@ -72,6 +72,8 @@ QByteArray snapshotToJson(const TensorSnapshot &s, std::int64_t maxValues)
                         {"peer", s.peer},
                         {"before", s.before},
                         {"edited", s.edited},
+                        {"offset", double(s.offset)},
+                        {"total", double(s.total)},
                         {"dtype", net::dtypeName(s.dtype)},
                         {"shape", shape},
                         {"count", double(s.count)},
@@ -125,6 +127,8 @@ TensorSnapshot snapshotFromJson(const QByteArray &json)
     s.peer = o.value("peer").toInt(-1);
     s.before = o.value("before").toBool(true);
     s.edited = o.value("edited").toBool(false);
+    s.offset = std::int64_t(o.value("offset").toDouble(0));
+    s.total = std::int64_t(o.value("total").toDouble(double(s.count)));
     for (const QJsonValue &d : o.value("shape").toArray())
         s.shape.push_back(std::int64_t(d.toDouble()));
     s.count = std::int64_t(o.value("count").toDouble());
@@ -151,6 +155,7 @@ TensorSnapshot takeSnapshot(const net::TensorView &v, const SnapshotOptions &opt
     TensorSnapshot s;
     s.dtype = v.dtype;
     s.count = std::int64_t(v.count);
+    s.total = s.count;
     if (v.shape.ndim == 0)
         s.shape = {s.count};
     for (int i = 0; i < v.shape.ndim; ++i)
@@ -207,6 +212,33 @@ TensorSnapshot takeSnapshot(const net::TensorView &v, const SnapshotOptions &opt
         s.downsampled[p] = acc / double(e - b);
     }
     return s;
+}
+
+TensorSnapshot takePartSnapshot(const net::CollectiveInfo &info, bool before, int node, std::int64_t step,
+                                const SnapshotOptions &options)
+{
+    const net::BufferPart part = net::contributedPart(info, before);
+    TensorSnapshot s = takeSnapshot(part.whole ? info.buffer : info.buffer.slice(part.offset, part.count), options);
+    s.node = node;
+    s.step = step;
+    s.kind = info.kind;
+    s.seq = info.seq;
+    s.name = info.name;
+    s.peer = info.peer;
+    s.before = before;
+    s.offset = std::int64_t(part.offset);
+    s.total = std::int64_t(info.buffer.count);
+    return s;
+}
+
+std::string partLabel(const TensorSnapshot &s)
+{
+    if (s.count == s.total)
+        return "the whole buffer";
+    if (s.count == 0)
+        return "nothing yet (it receives)";
+    return "node " + std::to_string(s.node) + "'s chunk, elements " + std::to_string(s.offset) + ".." +
+           std::to_string(s.offset + s.count - 1) + " of " + std::to_string(s.total);
 }
 
 } // namespace smol::engine

@@ -4,6 +4,7 @@
 // buffer. No LibTorch, so breakpoints.h stays free of it.
 #pragma once
 
+#include "net/communicator.h"
 #include "net/tensor_view.h"
 
 #include <QByteArray>
@@ -33,6 +34,11 @@ struct TensorSnapshot {
     net::DType dtype = net::DType::Float32;
     std::vector<std::int64_t> shape;
     std::int64_t count = 0;
+    // The part of the collective's buffer shown (net::contributedPart):
+    // elements [offset, offset + count) of `total`; the whole buffer when
+    // count == total.
+    std::int64_t offset = 0;
+    std::int64_t total = 0;
     std::vector<double> values; // every element when count <= fullLimit, else empty
     TensorStats stats;
     double histogramMin = 0, histogramMax = 0; // bins split [min, max] of the finite elements
@@ -47,6 +53,14 @@ struct SnapshotOptions {
 };
 
 TensorSnapshot takeSnapshot(const net::TensorView &buffer, const SnapshotOptions &options);
+// The snapshot of `info`'s part this node contributes (before) or holds
+// (after), with the collective's fields filled in.
+TensorSnapshot takePartSnapshot(const net::CollectiveInfo &info, bool before, int node, std::int64_t step,
+                                const SnapshotOptions &options);
+// "node 2's chunk, elements 100480..150719 of 200960", "the whole buffer",
+// "nothing yet (it receives)": what a shown part is, for the inspector and
+// --break's output.
+std::string partLabel(const TensorSnapshot &snapshot);
 
 // As JSON (what a session file stores for a pause): every field, with the
 // values themselves only when there are at most `maxValues` of them (the

@@ -4,6 +4,8 @@
 #include "errors.h"
 #include "transport.h"
 
+#include <algorithm>
+
 namespace smol::net {
 
 Communicator::Communicator(Transport &transport)
@@ -72,15 +74,40 @@ void checkRoot(const Communicator &comm, int root, const char *what)
 
 // Every entry point has the same shape: take a sequence number, describe the
 // call for the hook, run the hook, run the algorithm, run the hook again.
-#define SMOL_COLLECTIVE(KIND, SEQ, PEER, BUF, NAME, BODY)                                                   \
+#define SMOL_COLLECTIVE_R(KIND, SEQ, PEER, BUF, NAME, RECEIVING, BODY)                                      \
     do {                                                                                                    \
         const std::uint64_t seq_ = SEQ;                                                                     \
-        CollectiveInfo info{KIND, seq_, NAME, rank(), worldSize(), PEER, BUF};                              \
+        CollectiveInfo info{KIND, seq_, NAME, rank(), worldSize(), PEER, BUF, RECEIVING};                   \
         runHook(true, info);                                                                                \
         const detail::Call call{*m_transport, rank(), worldSize(), KIND, seq_, m_segmentBytes};             \
         BODY;                                                                                               \
         runHook(false, info);                                                                               \
     } while (0)
+#define SMOL_COLLECTIVE(KIND, SEQ, PEER, BUF, NAME, BODY) SMOL_COLLECTIVE_R(KIND, SEQ, PEER, BUF, NAME, false, BODY)
+
+BufferPart contributedPart(const CollectiveInfo &info, bool before)
+{
+    const std::size_t all = info.buffer.count;
+    auto own = [&] {
+        const ChunkRange c = Communicator::chunk(all, std::max(1, info.worldSize), std::max(0, info.rank));
+        return BufferPart{c.offset, c.count, c.count == all};
+    };
+    switch (info.kind) {
+    case CollectiveKind::AllGather:
+        return before ? own() : BufferPart{0, all, true};
+    case CollectiveKind::ReduceScatter:
+        return before ? BufferPart{0, all, true} : own();
+    case CollectiveKind::Broadcast:
+        return before && info.rank != info.peer ? BufferPart{0, 0, all == 0} : BufferPart{0, all, true};
+    case CollectiveKind::Scatter:
+        return before ? BufferPart{0, 0, all == 0} : BufferPart{0, all, true};
+    default:
+        break;
+    }
+    if (info.receiving && before)
+        return BufferPart{0, 0, all == 0};
+    return BufferPart{0, all, true};
+}
 
 void Communicator::send(int peer, TensorView buffer, const std::string &name, CollectiveKind kind)
 {
@@ -93,7 +120,7 @@ void Communicator::recv(int peer, TensorView buffer, const std::string &name, Co
 {
     checkPeer(*this, peer, "recv");
     const std::uint64_t seq = m_recvSeq[std::size_t(peer)]++;
-    SMOL_COLLECTIVE(kind, seq, peer, buffer, name, detail::recvSegments(call, peer, buffer));
+    SMOL_COLLECTIVE_R(kind, seq, peer, buffer, name, true, detail::recvSegments(call, peer, buffer));
 }
 
 void Communicator::broadcast(TensorView buffer, int root, const std::string &name)

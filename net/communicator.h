@@ -29,7 +29,25 @@ struct CollectiveInfo {
     int worldSize = 0;
     int peer = -1;           // root for rooted collectives, peer for send/recv
     TensorView buffer;       // the caller's buffer: input before, result after
+    bool receiving = false;  // recv (and pull): the buffer is only written to
 };
+
+// The part of a collective's buffer that this rank contributes (before) or
+// ends up with as its own (after), in elements of info.buffer; the rest of
+// the buffer is scratch or not yet written, and a pause shows and edits
+// only this part:
+//   all-gather     before: its own chunk          after: the whole buffer
+//   reduce-scatter before: the whole buffer       after: its own chunk
+//   recv, pull     before: nothing (count 0)      after: the message
+//   broadcast      before: the root's buffer only after: the whole buffer
+//   scatter        before: nothing (the output)   after: the whole buffer
+//   everything else: the whole buffer.
+struct BufferPart {
+    std::size_t offset = 0;
+    std::size_t count = 0;
+    bool whole = true;
+};
+BufferPart contributedPart(const CollectiveInfo &info, bool before);
 
 // Called on the calling (compute) thread before and after every collective.
 // before() may block to hold the collective (pause-at-collective) and may

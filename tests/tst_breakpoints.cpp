@@ -164,6 +164,8 @@ private Q_SLOTS:
     void rejectsMalformedSpecs_data();
     void rejectsMalformedSpecs();
     void snapshotsLargeTensorsAsSummaries();
+    void allGatherShowsOnlyTheOwnChunk_data() { modes(); }
+    void allGatherShowsOnlyTheOwnChunk();
 };
 
 void TestBreakpoints::pausedTensorsAreLocalGradients()
@@ -431,6 +433,57 @@ void TestBreakpoints::snapshotsLargeTensorsAsSummaries()
     QCOMPARE(back.histogramMax, full.histogramMax);
     // Not JSON at all: an empty snapshot, no exception.
     QCOMPARE(snapshotFromJson("not json").count, std::int64_t(0));
+}
+
+// At an all-gather a node contributes its own chunk; the rest of its buffer
+// is not written yet. Every all-gather pause of a zero3 step shows that chunk
+// only: values within the parameters' range, no NaN, labelled with its
+// elements; after a step, the gathered whole.
+void TestBreakpoints::allGatherShowsOnlyTheOwnChunk()
+{
+    QFETCH(bool, cluster);
+    TrainConfig c = ddpConfig("zero3", 4);
+    c.nodes = 4;
+    BreakpointController controller;
+    controller.addBreakpoint(parseBreakpoint("allgather@step=2"));
+    Run run(controller, c, cluster);
+    const double bound = 1.0; // the mlp's initial weights lie within +-0.09 and move little in 2 steps
+    std::uint64_t last = 0;
+    int pauses = 0;
+    for (;;) {
+        const auto pause = controller.waitForPause(30s, last);
+        if (!pause)
+            break;
+        last = pause->id;
+        ++pauses;
+        QCOMPARE(int(pause->inputs.size()), 4);
+        for (const TensorSnapshot &t : pause->inputs) {
+            QCOMPARE(t.kind, smol::net::CollectiveKind::AllGather);
+            const smol::net::ChunkRange own =
+                smol::net::Communicator::chunk(std::size_t(t.total), 4, t.node);
+            QCOMPARE(t.offset, std::int64_t(own.offset));
+            QCOMPARE(t.count, std::int64_t(own.count));
+            QCOMPARE(t.stats.nanCount, std::int64_t(0));
+            QVERIFY2(std::abs(t.stats.max) <= bound && std::abs(t.stats.min) <= bound,
+                     qPrintable(QString("%1 node %2: min %3 max %4").arg(QString::fromStdString(t.name)).arg(t.node)
+                                    .arg(t.stats.min).arg(t.stats.max)));
+            QVERIFY(partLabel(t).find("'s chunk, elements ") != std::string::npos);
+        }
+        if (pauses == 1) { // one step: the results are the gathered layer, whole
+            QVERIFY(controller.step());
+            const auto results = controller.waitForStepResults(30s);
+            QVERIFY(results);
+            for (const TensorSnapshot &t : *results) {
+                QCOMPARE(t.count, t.total);
+                QCOMPARE(t.stats.nanCount, std::int64_t(0));
+                QVERIFY(std::abs(t.stats.max) <= bound);
+            }
+        } else {
+            QVERIFY(controller.resume());
+        }
+    }
+    QVERIFY2(pauses >= 3, qPrintable(QString("%1 all-gather pauses").arg(pauses))); // forward and backward, per layer
+    QVERIFY(run.finish());
 }
 
 QTEST_GUILESS_MAIN(TestBreakpoints)

@@ -149,13 +149,17 @@ void TensorPlot::paintEvent(QPaintEvent *)
                QString::number(m_tensor.histogramMin, 'g', 3));
     p.drawText(QRectF(histArea.right() - 84, histArea.bottom() + 4, 120, 20), Qt::AlignLeft,
                QString::number(m_tensor.histogramMax, 'g', 3));
+    const QString what = m_tensor.part.isEmpty() || m_tensor.part == QLatin1String("the whole buffer")
+                             ? QString()
+                             : QStringLiteral(" (%1)").arg(m_tensor.part);
     p.drawText(QRectF(0, 2, width(), 20), Qt::AlignCenter,
-               tr("rank %1 %2: %3 elements, mean %4, NaN %5")
+               tr("rank %1 %2%6: %3 elements, mean %4, NaN %5")
                    .arg(m_tensor.rank)
                    .arg(m_tensor.before ? tr("input") : tr("result"))
                    .arg(m_tensor.count)
                    .arg(m_tensor.mean, 0, 'g', 4)
-                   .arg(m_tensor.nanCount));
+                   .arg(m_tensor.nanCount)
+                   .arg(what));
 }
 
 // ---- inspector ----------------------------------------------------------------

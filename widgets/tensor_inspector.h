@@ -26,6 +26,7 @@ struct PausedTensor {
     QString collective;
     qint64 step = -1;
     qint64 count = 0;
+    QString part; // what of the collective's buffer this is ("node 2's chunk, elements ...")
     bool before = true;
     double min = 0, max = 0, mean = 0, std = 0, l2 = 0;
     qint64 nanCount = 0;

@@ -185,6 +185,7 @@ struct Coordinator::Private {
         info.buffer.shape.ndim = std::uint8_t(std::min<qsizetype>(shape.size(), net::kMaxDims));
         for (int d = 0; d < info.buffer.shape.ndim; ++d)
             info.buffer.shape.dims[std::size_t(d)] = std::int64_t(shape[d].toDouble());
+        info.receiving = o.value(QStringLiteral("receiving")).toBool();
         info.buffer.data = data;
         return info;
     }

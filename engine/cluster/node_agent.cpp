@@ -93,6 +93,7 @@ QJsonObject infoJson(const net::CollectiveInfo &info)
                        {"peer", info.peer},
                        {"dtype", int(info.buffer.dtype)},
                        {"count", double(info.buffer.count)},
+                       {"receiving", info.receiving},
                        {"shape", shape}};
 }
 
