@@ -1,4 +1,29 @@
-// `smolctl train`: arguments -> TrainConfig -> runTraining -> output.
+// `smolctl train`: one command's life as a small state machine
+// (TrainCommand, driven by runTrainCommand at the bottom). Each phase may
+// end the command with its exit code:
+//
+//   1. parse    the arguments into a TrainConfig, the cluster options
+//               (cluster_commands.h) and this command's own (--json,
+//               --break, --break-hold, --record); then the defaults that
+//               depend on another option: --nodes on the strategy (single:
+//               1, the others 2), --lr on the optimizer (adam: 0.001).
+//               -h: the usage, exit 0. A bad value: one line, exit 2.
+//   2. plan     check the model, and for an embedded run the whole config
+//               (validateConfig); a cluster run is checked by
+//               runClusterTraining, its own options first. Embedded or
+//               cluster: any cluster option (--listen, --local-nodes,
+//               --checkpoint-every, ...) runs through a coordinator. Open
+//               the --record session file now, so a bad path costs no
+//               training (exit 1).
+//   3. run      start the break console (--break), then train: embedded
+//               (runTraining: every node a thread of this process) or
+//               through a coordinator (runClusterTraining: local node
+//               threads and/or nodes that join over the network). Progress
+//               reaches stdout step by step (ProgressPrinter). A config the
+//               run rejects: one line, exit 2, and no session file; a
+//               failure: one line, exit 1, the session finished as far as
+//               it got.
+//   4. report   the summary, exit 0.
 //
 // Plain output: a progress line (step, loss, samples/s) and a summary.
 // --json: one JSON object per line: {"type":"step",...} per step, then
@@ -9,9 +34,9 @@
 #include "break_console.h"
 #include "cluster/cluster_commands.h"
 #include "cluster/config_json.h"
-#include "session/session_recorder.h"
 #include "data_source.h"
 #include "net/trace.h"
+#include "session/session_recorder.h"
 #include "trainer.h"
 
 #include <QFile>
@@ -24,6 +49,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <unistd.h>
@@ -39,7 +65,8 @@ queues with --transport inproc).
 Options:
   --strategy S        single|ddp|zero1|zero2|zero3|syncps|edp|pipeline|tensor
                       (default ddp)
-  --nodes N           1 to 64 (default 2; single needs 1)
+  --nodes N           1 to 64 (default 2; single: 1, the only count it runs
+                      on)
   --model M           mlp (Fashion-MNIST) | gpt (characters) | PATH.pt
                       (a TorchScript module taking (B,784) images, returning
                       (B,10) logits) (default mlp)
@@ -114,9 +141,12 @@ QJsonArray toArray(const std::vector<std::int64_t> &v)
 
 QJsonObject memoryJson(const NodeMemory &m)
 {
-    return QJsonObject{{"params", double(m.params)},         {"grads", double(m.grads)},
-                       {"optimizer", double(m.optimizer)},   {"activations", double(m.activations)},
-                       {"comm", double(m.comm)},             {"live", double(m.live)},
+    return QJsonObject{{"params", double(m.params)},
+                       {"grads", double(m.grads)},
+                       {"optimizer", double(m.optimizer)},
+                       {"activations", double(m.activations)},
+                       {"comm", double(m.comm)},
+                       {"live", double(m.live)},
                        {"peak", double(m.peak)}};
 }
 
@@ -128,7 +158,10 @@ void printJson(QTextStream &out, const QJsonObject &o)
 
 class ProgressPrinter : public TrainObserver {
 public:
-    ProgressPrinter(QTextStream &out, bool json, std::int64_t steps) : m_out(out), m_json(json), m_steps(steps)
+    ProgressPrinter(QTextStream &out, bool json, std::int64_t steps)
+        : m_out(out)
+        , m_json(json)
+        , m_steps(steps)
     {
         m_tty = isatty(fileno(stdout));
     }
@@ -153,8 +186,8 @@ public:
             return;
         const int width = 30;
         const int filled = int(width * done / m_steps);
-        m_out << (m_tty ? "\r" : "") << "[" << QString(filled, '#') << QString(width - filled, '.') << "] step "
-              << done << "/" << m_steps << "  loss " << QString::number(r.loss, 'f', 4) << "  "
+        m_out << (m_tty ? "\r" : "") << "[" << QString(filled, '#') << QString(width - filled, '.')
+              << "] step " << done << "/" << m_steps << "  loss " << QString::number(r.loss, 'f', 4) << "  "
               << QString::number(r.samplesPerS, 'f', 0) << " samples/s" << (m_tty ? "" : "\n");
         if (m_tty && done == m_steps)
             m_out << "\n";
@@ -167,8 +200,8 @@ public:
         if (m_json)
             printJson(m_out, QJsonObject{{"type", "test"}, {"step", double(step)}, {"test_loss", loss}});
         else
-            m_out << (m_tty ? "\n" : "") << "step " << step + 1 << ": held-out loss " << QString::number(loss, 'f', 4)
-                  << "\n";
+            m_out << (m_tty ? "\n" : "") << "step " << step + 1 << ": held-out loss "
+                  << QString::number(loss, 'f', 4) << "\n";
         m_out.flush();
     }
 
@@ -180,78 +213,220 @@ private:
     std::mutex m_mutex;
 };
 
-} // namespace
-
-int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
-{
-    TrainConfig c;
-    bool json = false;
+// What the arguments ask for: parse()'s result.
+struct TrainRequest {
+    TrainConfig config;
+    ClusterCliOptions cluster; // cluster.enabled: run through a coordinator
+    std::optional<int> nodes;  // --nodes; unset: the strategy's default
     bool lrGiven = false;
+    bool json = false;
     std::vector<Breakpoint> breaks;
     double breakHold = -1; // -1: until a line on stdin
-    ClusterCliOptions cluster;
     QString recordPath;
-    auto bad = [&](const QString &why) {
-        err << "smolctl train: " << why << "\n";
-        err.flush();
-        return 2;
-    };
-    for (int i = 0; i < args.size(); ++i) {
-        const QString a = args[i];
-        if (a == "--json") {
-            json = true;
-            continue;
-        }
-        if (a == "-h" || a == "--help") {
-            out << kTrainUsage << kClusterTrainUsage;
-            return 0;
-        }
-        {
+};
+
+// The options that take an integer in [lo, hi], and where it goes.
+struct IntegerOption {
+    const char *name;
+    std::int64_t lo, hi;
+    void (*set)(TrainRequest &, std::int64_t);
+};
+const IntegerOption kIntegerOptions[] = {
+    {"--nodes", 1, kMaxNodes, [](TrainRequest &r, std::int64_t n) { r.nodes = int(n); }},
+    {"--steps", 1, 100000000, [](TrainRequest &r, std::int64_t n) { r.config.steps = n; }},
+    {"--global-batch", 1, 1 << 20, [](TrainRequest &r, std::int64_t n) { r.config.globalBatch = n; }},
+    {"--seed", 0, std::numeric_limits<std::int64_t>::max(),
+     [](TrainRequest &r, std::int64_t n) { r.config.seed = std::uint64_t(n); }},
+    {"--bucket-bytes", 4, std::int64_t(1) << 30,
+     [](TrainRequest &r, std::int64_t n) { r.config.bucketBytes = n; }},
+    {"--test-every", 0, 100000000, [](TrainRequest &r, std::int64_t n) { r.config.testEvery = n; }},
+    {"--staleness", 0, 1000000, [](TrainRequest &r, std::int64_t n) { r.config.maxStaleness = n; }},
+    {"--n-layer", 1, 64, [](TrainRequest &r, std::int64_t n) { r.config.model.nLayer = n; }},
+    {"--n-head", 1, 64, [](TrainRequest &r, std::int64_t n) { r.config.model.nHead = n; }},
+    {"--n-embd", 1, 4096, [](TrainRequest &r, std::int64_t n) { r.config.model.nEmbd = n; }},
+    {"--block-size", 1, 4096, [](TrainRequest &r, std::int64_t n) { r.config.model.blockSize = n; }},
+    {"--micro-batches", 1, 1 << 20, [](TrainRequest &r, std::int64_t n) { r.config.microBatches = n; }},
+};
+
+// --slowdown R:F. Returns the error, empty when `v` is good.
+QString parseSlowdown(const QString &v, TrainConfig &c)
+{
+    const QStringList parts = v.split(':');
+    bool rankOk = false, factorOk = false;
+    const int rank = parts.size() == 2 ? parts[0].toInt(&rankOk) : -1;
+    const double factor = parts.size() == 2 ? parts[1].toDouble(&factorOk) : 0;
+    if (!rankOk || !factorOk || rank < 0 || rank >= kMaxNodes || !std::isfinite(factor) || factor < 1)
+        return "bad value '" + v + "' for --slowdown (expected RANK:FACTOR with FACTOR >= 1, e.g. 1:4)";
+    if (c.behaviour.size() <= std::size_t(rank))
+        c.behaviour.resize(std::size_t(rank) + 1);
+    c.behaviour[std::size_t(rank)].slowdown = factor;
+    return {};
+}
+
+// --link A-B:MBIT:MS. Returns the error, empty when `v` is good.
+QString parseLink(const QString &v, TrainConfig &c)
+{
+    static const QRegularExpression spec(R"(^(\d+)-(\d+):(\d+(?:\.\d*)?):(\d+(?:\.\d*)?)$)");
+    const QRegularExpressionMatch m = spec.match(v);
+    TrainConfig::Link link;
+    if (m.hasMatch()) {
+        link.a = m.captured(1).toInt();
+        link.b = m.captured(2).toInt();
+        link.limit.bitsPerSecond = m.captured(3).toDouble() * 1e6;
+        link.limit.latency = std::chrono::nanoseconds(std::int64_t(m.captured(4).toDouble() * 1e6));
+    }
+    if (!m.hasMatch() || link.a == link.b || link.limit.latency > std::chrono::seconds(10))
+        return "bad value '" + v + "' for --link (expected A-B:MBITS:MS with A != B, e.g. 0-3:20:5)";
+    c.links.push_back(link);
+    return {};
+}
+
+// One `smolctl train`: its phases in the order runTrainCommand calls them.
+// A phase that returns an exit code ends the command there.
+class TrainCommand {
+public:
+    TrainCommand(QTextStream &out, QTextStream &err)
+        : m_out(out)
+        , m_err(err)
+    {
+    }
+
+    // 1. Arguments -> m_request, then the defaults that depend on others.
+    std::optional<int> parse(const QStringList &args)
+    {
+        TrainRequest &r = m_request;
+        for (int i = 0; i < args.size(); ++i) {
+            const QString a = args[i];
+            if (a == "--json") {
+                r.json = true;
+                continue;
+            }
+            if (a == "-h" || a == "--help") {
+                m_out << kTrainUsage << kClusterTrainUsage;
+                return 0;
+            }
             QString error;
-            if (parseClusterOption(args, i, cluster, error)) {
+            if (parseClusterOption(args, i, r.cluster, error)) {
                 if (!error.isEmpty())
                     return bad(error);
                 continue;
             }
+            if (i + 1 >= args.size())
+                return bad("'" + a + "' is unknown or needs a value (see smolctl train --help)");
+            error = parseValue(a, args[++i]);
+            if (!error.isEmpty())
+                return bad(error);
         }
-        if (i + 1 >= args.size())
-            return bad("'" + a + "' is unknown or needs a value (see smolctl train --help)");
-        const QString v = args[++i];
+        // single runs on one node only: that is its default, not an error.
+        r.config.nodes = r.nodes.value_or(r.config.strategy == "single" ? 1 : TrainConfig{}.nodes);
+        if (!r.lrGiven && r.config.optimizer.kind == OptimizerConfig::Kind::Adam)
+            r.config.optimizer.lr = 1e-3;
+        return {};
+    }
+
+    // 2. Check what can be checked before training; the progress printer,
+    // breakpoints and session file the run reports to.
+    std::optional<int> plan()
+    {
+        TrainConfig &c = m_request.config;
+        if (c.model.kind != "mlp" && c.model.kind != "gpt" &&
+            !QString::fromStdString(c.model.kind).endsWith(".pt"))
+            return bad("--model takes mlp, gpt or a TorchScript file ending in .pt, got '" +
+                       QString::fromStdString(c.model.kind) + "'");
+        if (!m_request.cluster.enabled) {
+            try {
+                validateConfig(c);
+            } catch (const std::invalid_argument &e) {
+                return bad(e.what());
+            }
+        }
+        m_progress.emplace(m_out, m_request.json, c.steps);
+        for (const Breakpoint &b : m_request.breaks)
+            m_breakpoints.addBreakpoint(b);
+        if (!m_request.breaks.empty()) {
+            c.breakpoints = &m_breakpoints;
+            m_request.cluster.breakpoints = &m_breakpoints;
+        }
+        if (m_request.recordPath.isEmpty())
+            return {};
+        const SessionHeader h = sessionHeaderFor(c, m_request.cluster.listen ? "" : "127.0.0.1");
+        try {
+            m_recorder = std::make_unique<SessionRecorder>(m_request.recordPath, h);
+        } catch (const std::exception &e) {
+            m_err << "smolctl train: " << e.what() << "\n";
+            return 1;
+        }
+        SessionRecorder *rec = m_recorder.get();
+        c.events = rec;
+        m_request.cluster.events = rec;
+        m_breakpoints.setPausedCallback([rec](std::shared_ptr<const PauseState> pause) {
+            recordPause(*pause, *rec, net::monotonicNs());
+        });
+        return {};
+    }
+
+    // 3. Train, embedded or through a coordinator; finish the session.
+    std::optional<int> run()
+    {
+        const TrainRequest &r = m_request;
+        if (!r.breaks.empty()) {
+            m_console.emplace(m_breakpoints, m_out, m_progress->outputMutex(), r.json, r.breakHold);
+            m_console->start();
+        }
+        try {
+            m_summary = r.cluster.enabled ? runClusterTraining(r.config, r.cluster, &*m_progress, m_err)
+                                          : runTraining(r.config, &*m_progress);
+        } catch (const std::invalid_argument &e) {
+            discardRecording(); // nothing ran: no session
+            return bad(e.what());
+        } catch (const std::exception &e) {
+            m_err << "smolctl train: " << e.what() << "\n";
+            finishRecording(std::nullopt);
+            return 1;
+        }
+        finishRecording(m_summary.finalLoss);
+        return {};
+    }
+
+    // 4. The summary on stdout.
+    int report()
+    {
+        if (m_request.json)
+            printJson(m_out, summaryJson());
+        else
+            printSummaryText();
+        return 0;
+    }
+
+private:
+    int bad(const QString &why)
+    {
+        m_err << "smolctl train: " << why << "\n";
+        m_err.flush();
+        return 2;
+    }
+
+    // One option with its value `v`. Returns the error, empty when good.
+    QString parseValue(const QString &a, const QString &v)
+    {
+        TrainRequest &r = m_request;
+        TrainConfig &c = r.config;
         bool ok = true;
-        auto integer = [&](std::int64_t lo, std::int64_t hi) {
+        if (const auto it = std::find_if(std::begin(kIntegerOptions), std::end(kIntegerOptions),
+                                         [&](const IntegerOption &o) { return a == o.name; });
+            it != std::end(kIntegerOptions)) {
             const qlonglong n = v.toLongLong(&ok);
-            ok = ok && n >= lo && n <= hi;
-            return std::int64_t(n);
-        };
-        if (a == "--strategy")
+            ok = ok && n >= it->lo && n <= it->hi;
+            it->set(r, n);
+        } else if (a == "--strategy") {
             c.strategy = v.toStdString();
-        else if (a == "--nodes")
-            c.nodes = int(integer(1, kMaxNodes));
-        else if (a == "--model")
+        } else if (a == "--model") {
             c.model.kind = v.toStdString();
-        else if (a == "--steps")
-            c.steps = integer(1, 100000000);
-        else if (a == "--global-batch")
-            c.globalBatch = integer(1, 1 << 20);
-        else if (a == "--seed")
-            c.seed = std::uint64_t(integer(0, std::numeric_limits<std::int64_t>::max()));
-        else if (a == "--bucket-bytes")
-            c.bucketBytes = integer(4, std::int64_t(1) << 30);
-        else if (a == "--test-every")
-            c.testEvery = integer(0, 100000000);
-        else if (a == "--staleness")
-            c.maxStaleness = integer(0, 1000000);
-        else if (a == "--corpus")
+        } else if (a == "--corpus") {
             c.corpus = v.toStdString();
-        else if (a == "--n-layer")
-            c.model.nLayer = integer(1, 64);
-        else if (a == "--n-head")
-            c.model.nHead = integer(1, 64);
-        else if (a == "--n-embd")
-            c.model.nEmbd = integer(1, 4096);
-        else if (a == "--block-size")
-            c.model.blockSize = integer(1, 4096);
-        else if (a == "--transport") {
+        } else if (a == "--placement") {
+            c.placement = v.toStdString();
+        } else if (a == "--transport") {
             ok = v == "tcp" || v == "inproc";
             c.transport = v == "inproc" ? net::TransportKind::Inproc : net::TransportKind::Tcp;
         } else if (a == "--optimizer") {
@@ -260,121 +435,65 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
         } else if (a == "--lr") {
             c.optimizer.lr = v.toDouble(&ok);
             ok = ok && c.optimizer.lr > 0;
-            lrGiven = true;
-        } else if (a == "--placement") {
-            c.placement = v.toStdString();
-        } else if (a == "--micro-batches") {
-            c.microBatches = integer(1, 1 << 20);
-        } else if (a == "--slowdown") {
-            const QStringList parts = v.split(':');
-            bool rankOk = false;
-            const int rank = parts.size() == 2 ? parts[0].toInt(&rankOk) : -1;
-            const double factor = parts.size() == 2 ? parts[1].toDouble(&ok) : 0;
-            if (!rankOk || !ok || rank < 0 || rank >= kMaxNodes || !std::isfinite(factor) || factor < 1)
-                return bad("bad value '" + v + "' for --slowdown (expected RANK:FACTOR with FACTOR >= 1, e.g. 1:4)");
-            if (c.behaviour.size() <= std::size_t(rank))
-                c.behaviour.resize(std::size_t(rank) + 1);
-            c.behaviour[std::size_t(rank)].slowdown = factor;
-        } else if (a == "--link") {
-            static const QRegularExpression spec(R"(^(\d+)-(\d+):(\d+(?:\.\d*)?):(\d+(?:\.\d*)?)$)");
-            const QRegularExpressionMatch m = spec.match(v);
-            TrainConfig::Link link;
-            if (m.hasMatch()) {
-                link.a = m.captured(1).toInt();
-                link.b = m.captured(2).toInt();
-                link.limit.bitsPerSecond = m.captured(3).toDouble() * 1e6;
-                link.limit.latency = std::chrono::nanoseconds(std::int64_t(m.captured(4).toDouble() * 1e6));
-            }
-            if (!m.hasMatch() || link.a == link.b || link.limit.latency > std::chrono::seconds(10))
-                return bad("bad value '" + v + "' for --link (expected A-B:MBITS:MS with A != B, e.g. 0-3:20:5)");
-            c.links.push_back(link);
+            r.lrGiven = true;
         } else if (a == "--schedule") {
             ok = v == "gpipe" || v == "1f1b";
             c.schedule = v == "gpipe" ? PipelineSchedule::GPipe : PipelineSchedule::OneFOneB;
         } else if (a == "--backend") {
             ok = v == "ours" || v == "gloo";
             c.backend = v == "gloo" ? TrainConfig::Backend::Gloo : TrainConfig::Backend::Ours;
+        } else if (a == "--slowdown") {
+            return parseSlowdown(v, c);
+        } else if (a == "--link") {
+            return parseLink(v, c);
         } else if (a == "--break") {
             try {
-                breaks.push_back(parseBreakpoint(v.toStdString()));
+                r.breaks.push_back(parseBreakpoint(v.toStdString()));
             } catch (const std::invalid_argument &e) {
-                return bad(e.what());
+                return e.what();
             }
         } else if (a == "--break-hold") {
-            breakHold = v.toDouble(&ok);
-            ok = ok && std::isfinite(breakHold) && breakHold >= 0;
+            r.breakHold = v.toDouble(&ok);
+            ok = ok && std::isfinite(r.breakHold) && r.breakHold >= 0;
         } else if (a == "--record") {
-            recordPath = v;
+            r.recordPath = v;
             ok = !v.isEmpty();
         } else {
-            return bad("unknown option '" + a + "' (see smolctl train --help)");
+            return "unknown option '" + a + "' (see smolctl train --help)";
         }
-        if (!ok)
-            return bad("bad value '" + v + "' for " + a);
+        return ok ? QString() : QString("bad value '" + v + "' for " + a);
     }
-    if (!lrGiven && c.optimizer.kind == OptimizerConfig::Kind::Adam)
-        c.optimizer.lr = 1e-3;
-    if (c.model.kind != "mlp" && c.model.kind != "gpt" && !QString::fromStdString(c.model.kind).endsWith(".pt"))
-        return bad("--model takes mlp, gpt or a TorchScript file ending in .pt, got '" +
-                   QString::fromStdString(c.model.kind) + "'");
 
-    ProgressPrinter progress(out, json, c.steps);
-    BreakpointController breakpoints;
-    for (const Breakpoint &b : breaks)
-        breakpoints.addBreakpoint(b);
-    BreakConsole console(breakpoints, out, progress.outputMutex(), json, breakHold);
-    if (!breaks.empty()) {
-        c.breakpoints = &breakpoints;
-        console.start();
+    // The run rejected its config before training: remove the session file.
+    void discardRecording()
+    {
+        if (!m_recorder)
+            return;
+        m_recorder->close();
+        m_recorder.reset();
+        for (const char *suffix : {"", "-wal", "-shm"})
+            QFile::remove(m_request.recordPath + suffix);
     }
-    // Recording: the session file is opened before the run, so a bad path
-    // costs nothing, and finished whatever way the run ends.
-    std::unique_ptr<SessionRecorder> recorder;
-    if (!recordPath.isEmpty()) {
-        const SessionHeader h = sessionHeaderFor(c, cluster.listen ? "" : "127.0.0.1");
-        try {
-            recorder = std::make_unique<SessionRecorder>(recordPath, h);
-        } catch (const std::exception &e) {
-            err << "smolctl train: " << e.what() << "\n";
-            return 1;
-        }
-        c.events = recorder.get();
-        cluster.events = recorder.get();
-        SessionRecorder *rec = recorder.get();
-        breakpoints.setPausedCallback(
-            [rec](std::shared_ptr<const PauseState> pause) { recordPause(*pause, *rec, net::monotonicNs()); });
-    }
-    auto finishRecording = [&](std::optional<double> finalLoss) {
-        if (!recorder)
+
+    void finishRecording(std::optional<double> finalLoss)
+    {
+        if (!m_recorder)
             return;
         try {
-            recorder->finish(finalLoss);
-            err << "smolctl train: recorded " << recorder->eventsWritten() << " events to " << recordPath << "\n";
+            m_recorder->finish(finalLoss);
+            m_err << "smolctl train: recorded " << m_recorder->eventsWritten() << " events to "
+                  << m_request.recordPath << "\n";
         } catch (const std::exception &e) {
-            err << "smolctl train: the recording failed: " << e.what() << "\n";
+            m_err << "smolctl train: the recording failed: " << e.what() << "\n";
         }
-        err.flush();
-    };
-    TrainSummary s;
-    try {
-        if (cluster.enabled)
-            cluster.breakpoints = c.breakpoints;
-        s = cluster.enabled ? runClusterTraining(c, cluster, &progress, err) : runTraining(c, &progress);
-    } catch (const std::invalid_argument &e) {
-        if (recorder) { // nothing ran: no session
-            recorder->close();
-            recorder.reset();
-            for (const char *suffix : {"", "-wal", "-shm"})
-                QFile::remove(recordPath + suffix);
-        }
-        return bad(e.what());
-    } catch (const std::exception &e) {
-        err << "smolctl train: " << e.what() << "\n";
-        finishRecording(std::nullopt);
-        return 1;
+        m_err.flush();
     }
-    finishRecording(s.finalLoss);
-    if (json) {
+
+    // {"type":"summary",...}: ARCHITECTURE.md's headless contract.
+    QJsonObject summaryJson() const
+    {
+        const TrainSummary &s = m_summary;
+        const TrainConfig &c = m_request.config;
         QJsonArray memory;
         for (const auto &m : s.memoryPerNode)
             memory.append(memoryJson(m));
@@ -413,46 +532,82 @@ int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
                 lost.append(r);
             o.insert("lost_ranks", lost);
         }
-        printJson(out, o);
-        return 0;
+        return o;
     }
-    out << s.strategy.c_str() << " on " << s.nodes << " node(s), " << s.steps << " steps: final loss "
-        << QString::number(s.finalLoss, 'f', 4);
-    if (s.testAccuracy >= 0)
-        out << ", test accuracy " << QString::number(100 * s.testAccuracy, 'f', 1) << "%";
-    out << ", " << QString::number(s.samplesPerS, 'f', 0) << " samples/s\n";
-    if (s.extra.count("reforms") && s.extra.at("reforms") > 0)
-        out << "cluster re-formed " << s.extra.at("reforms") << " time(s) after losing nodes\n";
-    out << "parameters: " << s.paramCount << ", checksum " << QString::number(s.paramChecksum, 'g', 10) << ", L2 "
-        << QString::number(s.paramL2, 'g', 10) << "\n";
-    for (int r = 0; r < s.nodes; ++r) {
-        if (std::find(s.lostRanks.begin(), s.lostRanks.end(), r) != s.lostRanks.end()) {
-            out << "node " << r << ": lost mid-run\n";
-            continue;
+
+    // Loss and speed; each node's bytes and memory; edp's server and
+    // workers; pipeline's bubble, measured beside the formula.
+    void printSummaryText()
+    {
+        const TrainSummary &s = m_summary;
+        const TrainConfig &c = m_request.config;
+        QTextStream &out = m_out;
+        out << s.strategy.c_str() << " on " << s.nodes << " node(s), " << s.steps << " steps: final loss "
+            << QString::number(s.finalLoss, 'f', 4);
+        if (s.testAccuracy >= 0)
+            out << ", test accuracy " << QString::number(100 * s.testAccuracy, 'f', 1) << "%";
+        out << ", " << QString::number(s.samplesPerS, 'f', 0) << " samples/s\n";
+        if (s.extra.count("reforms") && s.extra.at("reforms") > 0)
+            out << "cluster re-formed " << s.extra.at("reforms") << " time(s) after losing nodes\n";
+        out << "parameters: " << s.paramCount << ", checksum " << QString::number(s.paramChecksum, 'g', 10)
+            << ", L2 " << QString::number(s.paramL2, 'g', 10) << "\n";
+        for (int r = 0; r < s.nodes; ++r) {
+            if (std::find(s.lostRanks.begin(), s.lostRanks.end(), r) != s.lostRanks.end()) {
+                out << "node " << r << ": lost mid-run\n";
+                continue;
+            }
+            const NodeMemory &m = s.memoryPerNode[std::size_t(r)];
+            out << "node " << r << ": sent " << s.bytesSentPerNode[std::size_t(r)] << " B; memory params "
+                << m.params << " grads " << m.grads << " optimizer " << m.optimizer << " activations "
+                << m.activations << " comm " << m.comm << " peak " << s.peakBytesPerNode[std::size_t(r)]
+                << " B\n";
         }
-        const NodeMemory &m = s.memoryPerNode[std::size_t(r)];
-        out << "node " << r << ": sent " << s.bytesSentPerNode[std::size_t(r)] << " B; memory params " << m.params
-            << " grads " << m.grads << " optimizer " << m.optimizer << " activations " << m.activations << " comm "
-            << m.comm << " peak " << s.peakBytesPerNode[std::size_t(r)] << " B\n";
+        if (s.async.updates > 0) {
+            out << "server: " << s.async.updates << " updates applied, max staleness " << s.async.maxStaleness
+                << " (bound " << c.maxStaleness << ")\n";
+            for (int r = 1; r < s.nodes; ++r)
+                out << "worker " << r << ": " << s.async.pushes[std::size_t(r)] << " pushes applied, "
+                    << s.async.waits[std::size_t(r)] << " waits for the bound, "
+                    << s.async.discarded[std::size_t(r)] << " discarded at the end"
+                    << (std::size_t(r) < s.async.lost.size() && s.async.lost[std::size_t(r)]
+                            ? " (lost mid-run)"
+                            : "")
+                    << "\n";
+        }
+        const auto bubble = s.extra.find("bubble_fraction");
+        const auto formula = s.extra.find("bubble_fraction_formula");
+        if (bubble != s.extra.end() && formula != s.extra.end())
+            out << "pipeline bubble (" << pipelineScheduleName(c.schedule) << ", " << c.microBatches
+                << " micro-batches): stages idle " << QString::number(100 * bubble->second, 'f', 1)
+                << "% of a step (measured), (p-1)/(m+p-1) = "
+                << QString::number(100 * formula->second, 'f', 1) << "%\n";
     }
-    if (s.async.updates > 0) {
-        out << "server: " << s.async.updates << " updates applied, max staleness " << s.async.maxStaleness
-            << " (bound " << c.maxStaleness << ")\n";
-        for (int r = 1; r < s.nodes; ++r)
-            out << "worker " << r << ": " << s.async.pushes[std::size_t(r)] << " pushes applied, "
-                << s.async.waits[std::size_t(r)] << " waits for the bound, " << s.async.discarded[std::size_t(r)]
-                << " discarded at the end"
-                << (std::size_t(r) < s.async.lost.size() && s.async.lost[std::size_t(r)] ? " (lost mid-run)" : "")
-                << "\n";
-    }
-    const auto bubble = s.extra.find("bubble_fraction");
-    const auto formula = s.extra.find("bubble_fraction_formula");
-    if (bubble != s.extra.end() && formula != s.extra.end())
-        out << "pipeline bubble (" << pipelineScheduleName(c.schedule) << ", " << c.microBatches
-            << " micro-batches): stages idle " << QString::number(100 * bubble->second, 'f', 1)
-            << "% of a step (measured), (p-1)/(m+p-1) = " << QString::number(100 * formula->second, 'f', 1)
-            << "%\n";
-    return 0;
+
+    QTextStream &m_out;
+    QTextStream &m_err;
+    TrainRequest m_request;
+    // Declared in the order they are needed: destroyed the other way round,
+    // the console (which waits on the breakpoints and prints under the
+    // progress printer's mutex) before either.
+    BreakpointController m_breakpoints;
+    std::optional<ProgressPrinter> m_progress;
+    std::optional<BreakConsole> m_console;
+    std::unique_ptr<SessionRecorder> m_recorder;
+    TrainSummary m_summary;
+};
+
+} // namespace
+
+int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
+{
+    TrainCommand command(out, err);
+    if (const auto exit = command.parse(args))
+        return *exit;
+    if (const auto exit = command.plan())
+        return *exit;
+    if (const auto exit = command.run())
+        return *exit;
+    return command.report();
 }
 
 } // namespace smol::engine
