@@ -28,9 +28,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 namespace smol::app {
@@ -169,9 +171,19 @@ QString roleOf(const QString &strategy, int rank)
 } // namespace
 
 struct EngineController::Private {
+    ClusterOptions cluster;
     engine::CoordinatorOptions options;
     std::unique_ptr<engine::Coordinator> coordinator;
     std::vector<std::thread> agents;
+    // Local agents join one at a time (addAgent); `closing` turns away the
+    // ones still waiting when the controller goes.
+    std::mutex joinMutex;
+    std::condition_variable joinCv;
+    bool joining = false;
+    bool closing = false;
+    std::vector<std::string> joinFailures; // local nodes that could not join, for the log
+    static constexpr int kJoinAttempts = 10;
+    std::atomic<bool> stopRequested{false};
     engine::BreakpointController breakpoints;
     LiveSink sink;
     std::unique_ptr<engine::SessionRecorder> recorder;
@@ -206,37 +218,101 @@ struct EngineController::Private {
         stateDirty = true;
     }
 
-    void addAgent(const std::string &token, std::uint16_t port)
+    // A node thread of this process, joined over TCP like a remote one. Its
+    // data plane listens where the coordinator does (every interface: the
+    // window takes remote nodes, and the data plane is token-authenticated),
+    // so other machines' nodes can reach it, at `cluster.advertise` if set.
+    //
+    // Agents join one after another, each named after the id the coordinator
+    // is about to give it, so node i is "local-i": started together they
+    // raced, and ids (join order, which ranks follow) came out of name order
+    // (local-0, local-3, local-15, local-2, ... on the screen). A remote
+    // node joining in the same instant can still take an id first.
+    void addAgent()
     {
         const int slot = int(agents.size());
-        agents.emplace_back([token, port, slot] {
-            engine::NodeAgentOptions o;
-            o.port = port;
-            o.token = token;
-            o.name = "local-" + std::to_string(slot);
-            o.bindAddress = "127.0.0.1";
-            o.memorySlot = slot;
-            o.inProcess = true;
-            try {
-                engine::runNodeAgent(o, {});
-            } catch (const std::exception &) {
+        engine::NodeAgentOptions o;
+        o.port = coordinator->port();
+        o.token = options.token;
+        o.bindAddress = options.bindAddress;
+        o.advertise = cluster.advertise.toStdString();
+        o.memorySlot = slot;
+        o.inProcess = true;
+        agents.emplace_back([this, o]() mutable {
+            {
+                std::unique_lock lock(joinMutex);
+                joinCv.wait(lock, [this] { return !joining || closing; });
+                if (closing)
+                    return;
+                joining = true;
             }
+            std::once_flag joined;
+            const auto letNextJoin = [this, &joined] {
+                std::call_once(joined, [this] {
+                    {
+                        std::lock_guard lock(joinMutex);
+                        joining = false;
+                    }
+                    joinCv.notify_all();
+                });
+            };
+            // A refused handshake (the coordinator bounds handshakes in
+            // progress per address, and every local node comes from
+            // 127.0.0.1) is tried again a few times before the node gives up.
+            std::atomic<bool> inCluster{false};
+            for (int attempt = 1;; ++attempt) {
+                o.name = "local-" + std::to_string(coordinator->nodes().size());
+                try {
+                    engine::runNodeAgent(o, [&](const std::string &line) {
+                        if (line.rfind("joined the coordinator", 0) == 0) {
+                            inCluster = true;
+                            letNextJoin();
+                        }
+                    });
+                    break;
+                } catch (const std::exception &e) {
+                    std::unique_lock lock(joinMutex);
+                    if (inCluster || closing || attempt >= kJoinAttempts) {
+                        if (!inCluster && !closing)
+                            joinFailures.push_back(o.name + ": " + e.what());
+                        break;
+                    }
+                    joinCv.wait_for(lock, std::chrono::milliseconds(50 * attempt), [this] { return closing; });
+                }
+            }
+            letNextJoin(); // it could not join, or it has left
         });
     }
 };
 
-EngineController::EngineController(int localNodes, QObject *parent) : QObject(parent), d(std::make_unique<Private>())
+EngineController::EngineController(int localNodes, QObject *parent)
+    : EngineController(ClusterOptions{localNodes, 0, QString(), QString()}, parent)
+{
+}
+
+EngineController::EngineController(const ClusterOptions &cluster, QObject *parent)
+    : QObject(parent), d(std::make_unique<Private>())
 {
     qRegisterMetaType<RunSettings>();
     qRegisterMetaType<PauseView>();
     qRegisterMetaType<widgets::ClusterStatePtr>();
     qRegisterMetaType<widgets::StepPoint>();
     engine::memory::install();
+    d->cluster = cluster;
     d->options.bindAddress = "0.0.0.0";
-    d->options.token = (QString::number(QRandomGenerator::system()->generate64(), 36) +
-                        QString::number(QRandomGenerator::system()->generate64(), 36))
-                           .toStdString();
-    d->coordinator = std::make_unique<engine::Coordinator>(d->options);
+    d->options.port = cluster.port;
+    d->options.token = !cluster.token.isEmpty()
+                           ? cluster.token.toStdString()
+                           : (QString::number(QRandomGenerator::system()->generate64(), 36) +
+                              QString::number(QRandomGenerator::system()->generate64(), 36))
+                                 .toStdString();
+    d->cluster.token = QString::fromStdString(d->options.token);
+    try {
+        d->coordinator = std::make_unique<engine::Coordinator>(d->options);
+    } catch (const std::exception &e) {
+        throw std::runtime_error(cluster.port ? "cannot listen on port " + std::to_string(cluster.port) + ": " + e.what()
+                                              : std::string("cannot start the coordinator: ") + e.what());
+    }
     QPointer<EngineController> self(this);
     d->coordinator->setLogSink([self](const std::string &line) {
         const QString text = QString::fromStdString(line);
@@ -270,8 +346,8 @@ EngineController::EngineController(int localNodes, QObject *parent) : QObject(pa
         d->gathered[rank] = params;
         d->stateDirty = true;
     });
-    for (int i = 0; i < localNodes; ++i)
-        d->addAgent(d->options.token, d->coordinator->port());
+    for (int i = 0; i < std::min(cluster.localNodes, engine::memory::kMaxNodes); ++i)
+        d->addAgent();
     auto *timer = new QTimer(this);
     timer->setInterval(kPublishMs);
     connect(timer, &QTimer::timeout, this, &EngineController::publish);
@@ -285,21 +361,32 @@ EngineController::~EngineController()
     d->breakpoints.abort();
     if (d->runThread.joinable())
         d->runThread.join();
+    {
+        // No more joins; the one under way ends joining (or failing) first,
+        // so the shutdown reaches it too.
+        std::unique_lock lock(d->joinMutex);
+        d->closing = true;
+        d->joinCv.notify_all();
+        d->joinCv.wait(lock, [this] { return !d->joining; });
+    }
     d->coordinator->shutdownNodes();
     for (auto &t : d->agents)
         t.join();
 }
 
 quint16 EngineController::port() const { return d->coordinator->port(); }
+QString EngineController::token() const { return d->cluster.token; }
+QString EngineController::advertise() const { return d->cluster.advertise; }
 
 QString EngineController::joinCommand() const
 {
-    QString address = QStringLiteral("127.0.0.1");
-    for (const QHostAddress &a : QNetworkInterface::allAddresses())
-        if (a.protocol() == QAbstractSocket::IPv4Protocol && !a.isLoopback()) {
-            address = a.toString();
-            break;
-        }
+    QString address = d->cluster.advertise.isEmpty() ? QStringLiteral("127.0.0.1") : d->cluster.advertise;
+    if (d->cluster.advertise.isEmpty())
+        for (const QHostAddress &a : QNetworkInterface::allAddresses())
+            if (a.protocol() == QAbstractSocket::IPv4Protocol && !a.isLoopback()) {
+                address = a.toString();
+                break;
+            }
     return QStringLiteral("smolctl node --join %1:%2 --token %3 --name NAME")
         .arg(address)
         .arg(port())
@@ -452,13 +539,14 @@ void EngineController::start(const RunSettings &s)
         d->stateDirty = true;
     }
     d->running = true;
+    d->stopRequested = false;
     d->breakpoints.beginRun(s.nodes);
     Q_EMIT runStarted(tr("%1 on %2 nodes, %3 steps").arg(s.strategy).arg(s.nodes).arg(s.steps));
     QPointer<EngineController> self(this);
     d->runThread = std::thread([this, self, c] {
         class StepObserver : public engine::TrainObserver {
         public:
-            StepObserver(Private *p) : m_p(p) {}
+            StepObserver(Private *p, QPointer<EngineController> self) : m_p(p), m_self(self) {}
             void onStep(const engine::StepReport &r) override
             {
                 widgets::StepPoint pt;
@@ -483,11 +571,31 @@ void EngineController::start(const RunSettings &s)
                 m_p->pendingTestLoss.emplace_back(step, loss);
             }
 
+            // Said at once, in the status bar and the log: a re-form is never silent.
+            void onReform(int attempt, int maxAttempts, int nodes, std::int64_t fromStep,
+                          const std::string &reason) override
+            {
+                const QString what = EngineController::tr("re-forming: attempt %1 of %2, %3 nodes from step %4: %5")
+                                         .arg(attempt)
+                                         .arg(maxAttempts)
+                                         .arg(nodes)
+                                         .arg(fromStep)
+                                         .arg(QString::fromStdString(reason));
+                QPointer<EngineController> self = m_self;
+                QMetaObject::invokeMethod(
+                    QCoreApplication::instance(), [self, what] {
+                        if (self)
+                            Q_EMIT self->runReforming(what);
+                    },
+                    Qt::QueuedConnection);
+            }
+
         private:
             Private *m_p;
+            QPointer<EngineController> m_self;
         };
         d->plan(c);
-        StepObserver observer(d.get());
+        StepObserver observer(d.get(), self);
         engine::ClusterRunOptions ro;
         ro.nodes = c.nodes;
         ro.breakpoints = &d->breakpoints;
@@ -518,12 +626,24 @@ void EngineController::start(const RunSettings &s)
             }
         }
         d->sink.setForward(nullptr);
+        const bool stopped = !failure.isEmpty() && d->stopRequested;
+        std::int64_t lastStep = -1;
+        {
+            std::lock_guard lock(d->mutex);
+            lastStep = d->lastStep;
+        }
+        const QString stoppedAt = lastStep >= 0 ? tr("Stopped at step %1 of %2.").arg(lastStep).arg(steps)
+                                                : tr("Stopped before the first step.");
         d->running = false;
         QMetaObject::invokeMethod(
-            QCoreApplication::instance(), [self, summary, failure, accuracy, steps] {
+            QCoreApplication::instance(), [self, summary, failure, accuracy, steps, stopped, stoppedAt] {
                 if (!self)
                     return;
                 self->publish();
+                if (stopped) {
+                    Q_EMIT self->runStopped(stoppedAt);
+                    return;
+                }
                 if (!failure.isEmpty()) {
                     Q_EMIT self->runFailed(failure);
                     return;
@@ -549,8 +669,16 @@ void EngineController::stop()
 {
     if (!d->running)
         return;
+    d->stopRequested = true;
     d->coordinator->stop();
     d->breakpoints.abort(); // release held nodes so the stop reaches them
+    // The engine ends a stopped run within a second; if it has not, say so
+    // rather than leave the window looking as if Stop did nothing.
+    QTimer::singleShot(2000, this, [this] {
+        if (d->running && d->stopRequested)
+            Q_EMIT errorOccurred(tr("Still stopping: waiting for the nodes to end their epoch "
+                                    "(Kill node ends one at once)."));
+    });
 }
 
 void EngineController::killNode(int id)
@@ -562,7 +690,16 @@ void EngineController::killNode(int id)
     }
 }
 
-void EngineController::addLocalNode() { d->addAgent(d->options.token, d->coordinator->port()); }
+void EngineController::addLocalNode()
+{
+    // Each local node has a memory accounting slot of its own.
+    if (int(d->agents.size()) >= engine::memory::kMaxNodes) {
+        Q_EMIT errorOccurred(tr("this window has its %1 local nodes: add more from other machines "
+                                "(Cluster > Remote nodes)").arg(engine::memory::kMaxNodes));
+        return;
+    }
+    d->addAgent();
+}
 
 void EngineController::removeNode(int id)
 {
@@ -613,6 +750,16 @@ void EngineController::editTensor(int rank, const QString &op, double factor)
 
 void EngineController::publish()
 {
+    std::vector<std::string> joinFailures;
+    {
+        std::lock_guard lock(d->joinMutex);
+        joinFailures.swap(d->joinFailures);
+    }
+    for (const std::string &f : joinFailures) {
+        const QString line = tr("a local node could not join: %1").arg(QString::fromStdString(f));
+        Q_EMIT logLine(line);
+        Q_EMIT errorOccurred(line);
+    }
     {
         std::vector<net::FrameEvent> frames;
         std::vector<engine::SpanEvent> spans;
@@ -681,8 +828,14 @@ void EngineController::publish()
         ns.role = roleOf(state->strategy, ns.rank);
         const auto slow = d->slowdown.find(n.id);
         ns.slowdown = slow == d->slowdown.end() ? 1.0 : slow->second;
+        // Failed until its next epoch starts: the box says why at once. Not
+        // after the user's Stop: then a node's "connection closed by rank 0"
+        // is the stop reaching it through its peers, not a failure.
+        const bool failed = !n.lastError.empty() && !d->stopRequested;
         if (n.state == ClusterNode::State::Lost)
             ns.state = widgets::NodeRunState::Lost;
+        else if (failed)
+            ns.state = widgets::NodeRunState::Failed;
         else if (n.state == ClusterNode::State::Running)
             ns.state = paused ? widgets::NodeRunState::Paused
                        : ns.slowdown > 1 ? widgets::NodeRunState::Slow
@@ -697,8 +850,13 @@ void EngineController::publish()
             }
             ns.predictedBytes = predicted;
         }
-        if (n.state == ClusterNode::State::Lost)
+        if (n.state == ClusterNode::State::Lost) {
             ns.lastLog = QString::fromStdString(n.lostReason);
+            ns.reason = ns.lastLog;
+        } else if (failed) {
+            ns.reason = QString::fromStdString(n.lastError);
+            ns.lastLog = ns.reason;
+        }
         state->nodes.append(ns);
     }
     std::map<int, int> idOfRank;

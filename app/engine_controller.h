@@ -36,6 +36,19 @@ struct RunSettings {
     double slowMotion = 1;
 };
 
+// How the window's cluster listens: `smolcluster --listen PORT --token T
+// [--advertise ADDR]`, or the Remote nodes dialog's remembered settings.
+struct ClusterOptions {
+    int localNodes = 4;
+    quint16 port = 0; // 0: any free port
+    QString token;    // "": a random one
+    // The address other machines reach this one at: the data-plane address
+    // the local nodes advertise and the host in the join command ("": the
+    // coordinator works it out per peer; the join command names the first
+    // non-loopback IPv4 address).
+    QString advertise;
+};
+
 using widgets::PausedTensor;
 using widgets::PauseView;
 
@@ -43,12 +56,18 @@ class EngineController : public QObject {
     Q_OBJECT
 
 public:
-    // Starts the coordinator (listening on every interface, any free port)
-    // and `localNodes` node threads.
+    // Starts the coordinator (listening on every interface, on the port and
+    // with the token asked for) and the local node threads, which join it one
+    // after another so that node id i is named "local-i". Throws
+    // std::runtime_error (one line) when the port cannot be had.
+    explicit EngineController(const ClusterOptions &options, QObject *parent = nullptr);
+    // Any free port, a random token.
     explicit EngineController(int localNodes, QObject *parent = nullptr);
     ~EngineController() override;
 
     quint16 port() const;
+    QString token() const;
+    QString advertise() const;
     // What to run on another machine to add it to this cluster.
     QString joinCommand() const;
     bool isRunning() const;
@@ -91,6 +110,11 @@ Q_SIGNALS:
     void runStarted(const QString &description);
     void runFinished(const QString &summary);
     void runFailed(const QString &reason);
+    // Ended by stop() (not a failure): "stopped at step 41".
+    void runStopped(const QString &summary);
+    // A node was lost and the run re-forms without it:
+    // "re-forming: attempt 2 of 8, 3 nodes from step 41: <reason>".
+    void runReforming(const QString &what);
     void pausedAt(const smol::app::PauseView &pause);
     void logLine(const QString &line);
     void errorOccurred(const QString &reason);

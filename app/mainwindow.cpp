@@ -1,5 +1,6 @@
 #include "mainwindow.h"
 
+#include "gui_options.h"
 #include "engine/session/session_export.h"
 #include "engine/session/session_reader.h"
 #include "replay_controller.h"
@@ -124,9 +125,19 @@ MainWindow::MainWindow(EngineController *engine, QWidget *parent) : QMainWindow(
         ended();
     });
     connect(m_engine, &EngineController::runFailed, this, [this, ended](const QString &reason) {
-        statusBar()->showMessage(tr("The run failed: %1").arg(reason));
+        // The status bar has one line: the first of the reason (the log has all of it).
+        statusBar()->showMessage(tr("The run failed: %1").arg(reason.section(QLatin1Char('\n'), 0, 0)));
         m_log->appendPlainText(tr("failed: %1").arg(reason));
         ended();
+    });
+    connect(m_engine, &EngineController::runStopped, this, [this, ended](const QString &summary) {
+        statusBar()->showMessage(summary);
+        m_log->appendPlainText(summary);
+        ended();
+    });
+    connect(m_engine, &EngineController::runReforming, this, [this](const QString &what) {
+        statusBar()->showMessage(what.section(QLatin1Char('\n'), 0, 0));
+        m_log->appendPlainText(what);
     });
     connect(m_engine, &EngineController::errorOccurred, this,
             [this](const QString &reason) { statusBar()->showMessage(reason, 8000); });
@@ -309,7 +320,7 @@ void MainWindow::buildToolBar()
     m_model = new QComboBox(bar);
     m_model->addItems({QStringLiteral("mlp"), QStringLiteral("gpt")});
     m_nodes = new QSpinBox(bar);
-    m_nodes->setRange(1, 16);
+    m_nodes->setRange(1, kMaxGuiNodes);
     m_nodes->setValue(4);
     m_nodes->setPrefix(tr("nodes "));
     m_batch = new QSpinBox(bar);
@@ -359,7 +370,12 @@ void MainWindow::buildToolBar()
     });
     m_step->setShortcut(Qt::Key_N);
     m_step->setToolTip(tr("Run one collective, then pause again (N)"));
-    m_stop = bar->addAction(tr("Stop"), m_engine, &EngineController::stop);
+    m_stop = bar->addAction(tr("Stop"), this, [this] {
+        if (!m_engine->isRunning())
+            return;
+        m_engine->stop();
+        statusBar()->showMessage(tr("Stopping..."));
+    });
     m_stop->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
     bar->addSeparator();
     bar->addWidget(new QLabel(tr(" slow motion "), bar));
@@ -1013,18 +1029,77 @@ void MainWindow::showRemoteNodes()
     command->setReadOnly(true);
     command->setMinimumWidth(640);
     layout->addWidget(command);
+
+    // The port, token and address of the next start, remembered: the same
+    // join command every time the window starts (a flag still wins).
+    const ListenSettings current{m_engine->port(), m_engine->token(), m_engine->advertise()};
+    ListenSettings next = rememberedListenSettings();
+    if (next == ListenSettings())
+        next = current; // nothing remembered yet: "Remember" keeps today's command
+    auto *form = new QFormLayout;
+    auto *port = new QSpinBox(&dialog);
+    port->setObjectName(QStringLiteral("remotePort"));
+    port->setRange(0, 65535);
+    port->setSpecialValueText(tr("any free port"));
+    port->setValue(next.port);
+    auto *token = new QLineEdit(next.token, &dialog);
+    token->setObjectName(QStringLiteral("remoteToken"));
+    token->setPlaceholderText(tr("a new random one at every start"));
+    auto *advertise = new QLineEdit(next.advertise, &dialog);
+    advertise->setObjectName(QStringLiteral("remoteAdvertise"));
+    advertise->setPlaceholderText(tr("worked out per peer"));
+    advertise->setToolTip(tr("The address other machines reach this one at (several networks, NAT): "
+                             "the local nodes' data-plane address and the host in the join command"));
+    form->addRow(tr("Port"), port);
+    form->addRow(tr("Token"), token);
+    form->addRow(tr("Advertise address"), advertise);
+    layout->addLayout(form);
+    auto *note = new QLabel(&dialog);
+    note->setObjectName(QStringLiteral("remoteNote"));
+    note->setWordWrap(true);
+    const QString listening = tr("The coordinator is already listening on port %1, so these apply at the next "
+                                 "start of the window (--listen, --token and --advertise still win over them).")
+                                  .arg(current.port);
+    note->setText(listening);
+    layout->addWidget(note);
+    auto *remember = new QPushButton(tr("Remember"), &dialog);
+    remember->setToolTip(tr("Use this port, token and address at every start of the window"));
+    connect(remember, &QPushButton::clicked, &dialog, [=] {
+        const ListenSettings wanted{quint16(port->value()), token->text().trimmed(), advertise->text().trimmed()};
+        if (const QString why = checkListenSettings(wanted); !why.isEmpty()) {
+            note->setText(tr("Not remembered: %1.").arg(why));
+            return;
+        }
+        rememberListenSettings(wanted);
+        note->setText(wanted == current
+                          ? tr("Remembered: the window keeps this join command from one start to the next.")
+                          : tr("Remembered for the next start (port %1, %2). %3")
+                                .arg(wanted.port ? QString::number(wanted.port) : tr("any free port"),
+                                     wanted.token.isEmpty() ? tr("a random token") : tr("token %1").arg(wanted.token),
+                                     listening));
+    });
+
     auto *nodes = new QLabel(&dialog);
     auto refresh = [this, nodes] {
         QStringList lines;
         if (m_state)
             for (const widgets::NodeState &n : m_state->nodes)
-                lines << tr("node %1 '%2' from %3: %4").arg(n.id).arg(n.name, n.host, widgets::runStateName(n.state));
+                lines << tr("node %1 '%2' from %3: %4%5")
+                             .arg(n.id)
+                             .arg(n.name, n.host, widgets::runStateName(n.state),
+                                  n.reason.isEmpty() ? QString() : QStringLiteral(" (%1)").arg(n.reason));
         nodes->setText(lines.join('\n'));
     };
     refresh();
     connect(m_engine, &EngineController::stateChanged, &dialog, refresh);
-    layout->addWidget(nodes);
+    // Many nodes: the list scrolls rather than grow the dialog off the screen.
+    auto *scroll = new QScrollArea(&dialog);
+    scroll->setWidget(nodes);
+    scroll->setWidgetResizable(true);
+    scroll->setMinimumHeight(120);
+    layout->addWidget(scroll, 1);
     auto *buttons = new QDialogButtonBox(QDialogButtonBox::Close, &dialog);
+    buttons->addButton(remember, QDialogButtonBox::ActionRole);
     connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
     layout->addWidget(buttons);
     dialog.exec();

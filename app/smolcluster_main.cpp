@@ -3,48 +3,52 @@
 // the same authenticated TCP protocol remote nodes use), show the window.
 // The GUI thread never waits on the network or on training.
 #include "engine_controller.h"
+#include "gui_options.h"
 #include "mainwindow.h"
 #include "replay_controller.h"
 
 #include <QApplication>
-#include <QCommandLineParser>
 #include <QImage>
 #include <QPixmap>
 #include <QTimer>
 
 #include <cstdio>
+#include <exception>
+#include <memory>
 
 namespace {
 
-constexpr int kDefaultNodes = 4;
-constexpr int kMaxNodes = 16;
-
-struct Options {
-    bool parsed = false; // false: parse error (may be a Qt option before QApplication strips them)
-    bool help = false;
-    bool version = false;
-    bool projector = false;
-    int nodes = kDefaultNodes;
-    int steps = -1; // -1: not given
-    QString strategy = QStringLiteral("ddp");
-    QString screenshot;
-    QString replay;
-    QString error;
-};
+using smol::app::GuiOptions;
 
 const char kUsage[] = R"(Usage: smolcluster [--nodes N] [--strategy S] [--steps K] [--projector]
+                   [--listen PORT --token T [--advertise ADDR]]
                    [--replay SESSION] [--screenshot FILE.png]
 
 Opens the control panel with a ready local cluster: N nodes that are
 threads of this process, joined to its coordinator over authenticated TCP
-exactly as `smolctl node` processes on other machines join it (Cluster >
-Remote nodes shows the command). Choose a strategy and press Start.
+exactly as `smolctl node` processes on other machines join it. Choose a
+strategy and press Start.
+
+Other machines join with the command Cluster > Remote nodes shows:
+  smolctl node --join ADDR:PORT --token T
+For a command that stays the same from one start to the next (one to
+write on the board), fix the port and token with --listen and --token, or
+in Cluster > Remote nodes, which remembers them for the next start.
+Without either: any free port and a new random token at every start.
 
 Options:
-  --nodes N              local nodes, 1 to 16 (default 4)
+  --nodes N              local nodes, 1 to 64 (default 4)
   --strategy S           strategy preselected in the tool bar (default ddp)
   --steps K              steps preselected in the tool bar (default 300)
   --projector            start in projector mode (large fonts, high contrast)
+  --listen PORT          the port other machines' nodes join on, 1 to 65535
+                         (default: the remembered one, else any free port)
+  --token T              the token they join with (default: the remembered
+                         one, else random)
+  --advertise ADDR       the address other machines reach this one at: the
+                         local nodes' data-plane address and the host in the
+                         join command (for a machine with several networks
+                         or behind NAT; default: worked out per peer)
   --replay SESSION       open a recorded session (`smolctl train --record`,
                          or Ctrl+R here) in the window, as File > Open does
   --screenshot FILE.png  train K steps (default 20) at once, save the window
@@ -65,53 +69,13 @@ Ctrl+G go to a step, Ctrl+Shift+P save it as PNG, Ctrl+Shift+T export the
 session as Chrome trace JSON.
 )";
 
-Options parseOptions(const QStringList &args)
+GuiOptions parseOptions(const QStringList &args)
 {
-    QCommandLineParser parser;
-    const QCommandLineOption help(QStringList{QStringLiteral("h"), QStringLiteral("help")});
-    const QCommandLineOption version(QStringLiteral("version"));
-    const QCommandLineOption projector(QStringLiteral("projector"));
-    const QCommandLineOption nodes(QStringLiteral("nodes"), QString(), QStringLiteral("N"));
-    const QCommandLineOption steps(QStringLiteral("steps"), QString(), QStringLiteral("K"));
-    const QCommandLineOption strategy(QStringLiteral("strategy"), QString(), QStringLiteral("S"));
-    const QCommandLineOption screenshot(QStringLiteral("screenshot"), QString(), QStringLiteral("FILE"));
-    const QCommandLineOption replay(QStringLiteral("replay"), QString(), QStringLiteral("SESSION"));
-    parser.addOptions({help, version, projector, nodes, steps, strategy, screenshot, replay});
-
-    Options options;
-    if (!parser.parse(args)) {
-        options.error = parser.errorText();
-        return options;
-    }
-    options.parsed = true;
-    options.help = parser.isSet(help);
-    options.version = parser.isSet(version);
-    options.projector = parser.isSet(projector);
-    options.screenshot = parser.value(screenshot);
-    options.replay = parser.value(replay);
-    if (parser.isSet(strategy))
-        options.strategy = parser.value(strategy);
-    if (parser.isSet(nodes)) {
-        bool ok = false;
-        options.nodes = parser.value(nodes).toInt(&ok);
-        if (!ok || options.nodes < 1 || options.nodes > kMaxNodes)
-            options.error = QStringLiteral("--nodes must be an integer from 1 to %1, got '%2'")
-                                .arg(kMaxNodes)
-                                .arg(parser.value(nodes));
-    }
-    if (parser.isSet(steps)) {
-        bool ok = false;
-        options.steps = parser.value(steps).toInt(&ok);
-        if (!ok || options.steps < 1)
-            options.error = QStringLiteral("--steps must be a positive integer, got '%1'").arg(parser.value(steps));
-    }
-    if (!parser.positionalArguments().isEmpty())
-        options.error = QStringLiteral("unexpected argument '%1'").arg(parser.positionalArguments().first());
-    return options;
+    return smol::app::parseGuiOptions(args);
 }
 
 // Returns an exit code when the options say not to start the GUI, else -1.
-int handleEarly(const Options &options)
+int handleEarly(const GuiOptions &options)
 {
     if (!options.error.isEmpty()) {
         std::fprintf(stderr, "smolcluster: %s (try --help)\n", qPrintable(options.error));
@@ -151,7 +115,7 @@ int main(int argc, char **argv)
     QStringList rawArgs;
     for (int i = 0; i < argc; ++i)
         rawArgs << QString::fromLocal8Bit(argv[i]);
-    if (const Options early = parseOptions(rawArgs); early.parsed) {
+    if (const GuiOptions early = parseOptions(rawArgs); early.parsed) {
         if (const int code = handleEarly(early); code >= 0)
             return code;
     }
@@ -160,11 +124,23 @@ int main(int argc, char **argv)
     QApplication::setApplicationName(QStringLiteral("smolcluster"));
     QApplication::setApplicationVersion(QStringLiteral(SMOL_VERSION));
     QGuiApplication::setDesktopFileName(QStringLiteral("smolcluster"));
-    const Options options = parseOptions(QCoreApplication::arguments());
+    const GuiOptions options = parseOptions(QCoreApplication::arguments());
     if (const int code = handleEarly(options); code >= 0)
         return code;
 
-    smol::app::EngineController engine(options.nodes);
+    // The flags, else what the Remote nodes dialog remembered, else any
+    // free port and a random token.
+    const smol::app::ListenSettings listen =
+        smol::app::effectiveListenSettings(options.listen, smol::app::rememberedListenSettings());
+    std::unique_ptr<smol::app::EngineController> engineOwner;
+    try {
+        engineOwner = std::make_unique<smol::app::EngineController>(
+            smol::app::ClusterOptions{options.nodes, listen.port, listen.token, listen.advertise});
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "smolcluster: %s\n", e.what());
+        return 1;
+    }
+    smol::app::EngineController &engine = *engineOwner;
     smol::app::MainWindow window(&engine);
     smol::app::RunSettings settings = window.settings();
     settings.strategy = options.strategy;

@@ -3,11 +3,17 @@
 // with the engine's measured memory, the cluster pauses at the next
 // collective with every node's tensor, an edit reaches the engine, resume
 // finishes the run; the placement validator is the engine's.
+// A class's cluster: the coordinator listens on the port and token asked
+// for (and says so in the join command), local nodes are named after their
+// ids, a failed epoch shows at once (the run fails, the nodes say why, no
+// silent retry), a lost node's re-form is announced, and Stop stops.
 #include "app/engine_controller.h"
 
+#include <QTcpServer>
 #include <QtTest>
 
 #include <cmath>
+#include <stdexcept>
 
 using namespace smol;
 using namespace smol::app;
@@ -21,6 +27,11 @@ private Q_SLOTS:
     void linkLimitsReachTheRun();
     void addAndRemoveNodes();
     void zero3GatheredLayersAtAPause();
+    void listensOnTheGivenPortAndToken();
+    void localNodesAreNamedByTheirIds();
+    void failedEpochIsShownAtOnce();
+    void lostNodeReformIsAnnounced();
+    void stopEndsTheRunWithinSeconds();
 };
 
 namespace {
@@ -32,6 +43,19 @@ bool waitForNodes(EngineController &engine, int n)
     while (engine.readyNodes() < n && t.elapsed() < 30000)
         QTest::qWait(50);
     return engine.readyNodes() >= n;
+}
+
+// A port nothing listens on right now.
+quint16 freePort()
+{
+    QTcpServer server;
+    server.listen(QHostAddress::Any, 0);
+    return server.serverPort();
+}
+
+widgets::ClusterStatePtr newestState(QSignalSpy &states)
+{
+    return states.isEmpty() ? nullptr : states.last().at(0).value<widgets::ClusterStatePtr>();
 }
 
 } // namespace
@@ -117,8 +141,8 @@ void TestGuiController::snapshotsAreCoalesced()
     engine.stop();
     QVERIFY2(count <= int(30 * seconds) + 3, qPrintable(QString("%1 snapshots in %2 s").arg(count).arg(seconds)));
     QVERIFY(count >= 10); // and they do flow while training
-    QSignalSpy failed(&engine, &EngineController::runFailed);
-    QVERIFY(failed.wait(30000)); // a stopped run ends as stopped
+    QSignalSpy stopped(&engine, &EngineController::runStopped);
+    QVERIFY(stopped.wait(30000)); // a stopped run ends as stopped
 }
 
 void TestGuiController::placementIsCheckedByTheEngine()
@@ -207,6 +231,134 @@ void TestGuiController::zero3GatheredLayersAtAPause()
     engine.resume();
     QVERIFY(finished.wait(60000));
     QTRY_VERIFY_WITH_TIMEOUT(!fc2Gathered(states.last().at(0).value<widgets::ClusterStatePtr>()), 3000);
+}
+
+void TestGuiController::listensOnTheGivenPortAndToken()
+{
+    const quint16 port = freePort();
+    QVERIFY(port > 0);
+    EngineController engine(ClusterOptions{1, port, QStringLiteral("class7"), QStringLiteral("teacher.local")});
+    QCOMPARE(engine.port(), port);
+    QCOMPARE(engine.token(), QStringLiteral("class7"));
+    QCOMPARE(engine.joinCommand(),
+             QStringLiteral("smolctl node --join teacher.local:%1 --token class7 --name NAME").arg(port));
+    QVERIFY(waitForNodes(engine, 1));
+    // The port is taken now: a second window says so, in one line.
+    try {
+        EngineController second(ClusterOptions{0, port, QStringLiteral("class7"), QString()});
+        QFAIL("a second coordinator listened on a taken port");
+    } catch (const std::runtime_error &e) {
+        const QString what = QString::fromUtf8(e.what());
+        QVERIFY2(what.contains(QString::number(port)) && !what.contains('\n'), e.what());
+    }
+    // Without a port or a token: any free port and a random token, new each time.
+    EngineController a(0), b(0);
+    QVERIFY(a.port() != 0 && a.port() != b.port());
+    QVERIFY(a.token().size() >= 16 && a.token() != b.token());
+}
+
+void TestGuiController::localNodesAreNamedByTheirIds()
+{
+    EngineController engine(12);
+    QVERIFY(waitForNodes(engine, 12));
+    QSignalSpy states(&engine, &EngineController::stateChanged);
+    engine.setNodeSlowdown(0, 1); // something new to publish
+    QVERIFY(states.wait(2000));
+    const auto state = newestState(states);
+    QCOMPARE(state->nodes.size(), 12);
+    for (const widgets::NodeState &n : state->nodes)
+        QCOMPARE(n.name, QStringLiteral("local-%1").arg(n.id));
+    engine.addLocalNode();
+    QVERIFY(waitForNodes(engine, 13));
+    QTRY_VERIFY_WITH_TIMEOUT(newestState(states)->nodes.size() == 13, 2000);
+    QCOMPARE(newestState(states)->nodes.last().name, QStringLiteral("local-12"));
+}
+
+void TestGuiController::failedEpochIsShownAtOnce()
+{
+    // Local nodes that advertise an address nobody answers at (TEST-NET-1,
+    // RFC 5737): their peers cannot connect, the epoch fails on every node,
+    // and no node is lost, so the run ends with the reason: no re-forming.
+    EngineController engine(ClusterOptions{2, 0, QString(), QStringLiteral("192.0.2.1")});
+    QVERIFY(waitForNodes(engine, 2));
+    QSignalSpy states(&engine, &EngineController::stateChanged);
+    QSignalSpy failed(&engine, &EngineController::runFailed);
+    QSignalSpy finished(&engine, &EngineController::runFinished);
+    QSignalSpy reforming(&engine, &EngineController::runReforming);
+    RunSettings s;
+    s.nodes = 2;
+    s.steps = 50;
+    engine.start(s);
+    QVERIFY2(failed.wait(90000), finished.isEmpty() ? "the run did not end" : "the run finished");
+    const QString reason = failed.first().at(0).toString();
+    QVERIFY2(reason.contains(QStringLiteral("192.0.2.1")), qPrintable(reason));
+    QCOMPARE(reforming.count(), 0);
+    QVERIFY(!engine.isRunning());
+    QTRY_VERIFY_WITH_TIMEOUT(!states.isEmpty(), 2000);
+    int failedNodes = 0;
+    for (const widgets::NodeState &n : newestState(states)->nodes)
+        if (n.state == widgets::NodeRunState::Failed) {
+            ++failedNodes;
+            QVERIFY2(!n.reason.isEmpty(), qPrintable(n.name));
+        }
+    QVERIFY(failedNodes >= 1);
+}
+
+void TestGuiController::lostNodeReformIsAnnounced()
+{
+    EngineController engine(3);
+    QVERIFY(waitForNodes(engine, 3));
+    QSignalSpy steps(&engine, &EngineController::stepAvailable);
+    QSignalSpy reforming(&engine, &EngineController::runReforming);
+    QSignalSpy finished(&engine, &EngineController::runFinished);
+    QSignalSpy failed(&engine, &EngineController::runFailed);
+    RunSettings s;
+    s.nodes = 3;
+    s.steps = 100000;
+    s.slowMotion = 3;
+    engine.start(s);
+    QTRY_VERIFY_WITH_TIMEOUT(steps.count() >= 3, 30000);
+    engine.killNode(2);
+    QVERIFY2(reforming.wait(30000), failed.isEmpty() ? "no re-form" : qPrintable(failed.first().at(0).toString()));
+    const QString what = reforming.first().at(0).toString();
+    QVERIFY2(QRegularExpression(QStringLiteral("^re-forming: attempt 1 of \\d+, 2 nodes from step \\d+: .+"))
+                 .match(what)
+                 .hasMatch(),
+             qPrintable(what));
+    QSignalSpy stopped(&engine, &EngineController::runStopped);
+    engine.stop();
+    QVERIFY(stopped.wait(30000));
+}
+
+void TestGuiController::stopEndsTheRunWithinSeconds()
+{
+    EngineController engine(3);
+    QVERIFY(waitForNodes(engine, 3));
+    QSignalSpy steps(&engine, &EngineController::stepAvailable);
+    QSignalSpy stopped(&engine, &EngineController::runStopped);
+    QSignalSpy failed(&engine, &EngineController::runFailed);
+    RunSettings s;
+    s.nodes = 3;
+    s.steps = 100000;
+    engine.start(s);
+    QTRY_VERIFY_WITH_TIMEOUT(steps.count() >= 2, 30000);
+    QElapsedTimer t;
+    t.start();
+    engine.stop();
+    QVERIFY(stopped.wait(10000));
+    QVERIFY2(t.elapsed() < 3000, qPrintable(QStringLiteral("stopped after %1 ms").arg(t.elapsed())));
+    QVERIFY(!engine.isRunning());
+    QCOMPARE(failed.count(), 0);
+    QVERIFY2(stopped.first().at(0).toString().startsWith(QStringLiteral("Stopped at step")),
+             qPrintable(stopped.first().at(0).toString()));
+    // And the nodes are ready for the next run, none of them "failed": the
+    // stop reaching a node through its peers is not a failure of its own.
+    QTRY_COMPARE_WITH_TIMEOUT(engine.readyNodes(), 3, 5000);
+    QSignalSpy states(&engine, &EngineController::stateChanged);
+    engine.setNodeSlowdown(0, 1); // something new to publish
+    QVERIFY(states.wait(2000));
+    for (const widgets::NodeState &n : newestState(states)->nodes)
+        QVERIFY2(n.state != widgets::NodeRunState::Failed, qPrintable(n.name + ": " + n.reason));
 }
 
 QTEST_MAIN(TestGuiController)

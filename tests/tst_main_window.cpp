@@ -10,6 +10,12 @@
 // tensors in the inspector, Space plays and pauses, the timeline exports as
 // a PNG and the session as Chrome trace JSON, a bad file is refused in one
 // line, and closing the replay shows the live cluster again.
+// A class: the command line's --listen/--token/--advertise/--nodes are
+// checked (one-line errors), the Remote nodes dialog remembers a port and
+// token that the next start listens with (the same join command), and 64
+// local nodes fit the cluster view of a 1024x768 projector window, apart and
+// in rank order, idle and after a run.
+#include "app/gui_options.h"
 #include "app/mainwindow.h"
 #include "app/replay_controller.h"
 #include "widgets/cluster_view.h"
@@ -18,7 +24,16 @@
 
 #include <QtTest>
 
+#include <algorithm>
+
 #include <QAction>
+#include <QApplication>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QLineEdit>
+#include <QSpinBox>
+#include <QStandardPaths>
+#include <QTcpServer>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -34,8 +49,13 @@ using namespace smol::app;
 class TestMainWindow : public QObject {
     Q_OBJECT
 private Q_SLOTS:
+    void initTestCase();
     void startPauseStepResume();
     void replayInTheWindow();
+    void commandLineIsChecked_data();
+    void commandLineIsChecked();
+    void remoteNodesDialogRemembers();
+    void sixtyFourNodesFitAProjector();
 };
 
 namespace {
@@ -48,7 +68,187 @@ QAction *action(QMainWindow &w, const QString &text)
     return nullptr;
 }
 
+// The cluster view's boxes: inside it, apart; in reading order by rank
+// (the nodes in the run), then by id (the rest).
+void verifyBoxes(const widgets::ClusterView &view, const widgets::ClusterState &state)
+{
+    QVector<const widgets::NodeState *> order;
+    for (const widgets::NodeState &n : state.nodes)
+        order << &n;
+    std::sort(order.begin(), order.end(), [](auto *a, auto *b) {
+        return std::pair(a->rank < 0, a->rank < 0 ? a->id : a->rank) < std::pair(b->rank < 0, b->rank < 0 ? b->id : b->rank);
+    });
+    QVector<QRectF> seen;
+    for (const widgets::NodeState *n : order) {
+        const QRectF r = view.nodeRect(n->id);
+        QVERIFY2(!r.isEmpty(), qPrintable(QStringLiteral("node %1 has no box").arg(n->id)));
+        QVERIFY2(QRectF(view.rect()).contains(r), qPrintable(QStringLiteral("node %1 is off the view").arg(n->id)));
+        for (const QRectF &other : seen)
+            QVERIFY2(!r.intersects(other), qPrintable(QStringLiteral("node %1 overlaps another").arg(n->id)));
+        if (!seen.isEmpty() && view.isCompact()) {
+            const QRectF &before = seen.last();
+            QVERIFY2((r.left() > before.right() && std::abs(r.top() - before.top()) < 1e-6) || r.top() > before.bottom(),
+                     qPrintable(QStringLiteral("node %1 out of order").arg(n->id)));
+        }
+        seen << r;
+    }
+}
+
 } // namespace
+
+void TestMainWindow::initTestCase()
+{
+    // The dialog's QSettings go to a test location, not the user's.
+    QStandardPaths::setTestModeEnabled(true);
+    rememberListenSettings({});
+}
+
+void TestMainWindow::commandLineIsChecked_data()
+{
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QString>("error"); // a word the one-line error has; "" = accepted
+    QTest::addColumn<int>("port");
+    QTest::addColumn<QString>("token");
+    QTest::newRow("join command") << QStringList{"--listen", "7080", "--token", "class7"} << "" << 7080 << "class7";
+    QTest::newRow("with advertise") << QStringList{"--listen", "1", "--token", "t", "--advertise", "192.168.1.20"} << ""
+                                    << 1 << "t";
+    QTest::newRow("highest port") << QStringList{"--listen", "65535"} << "" << 65535 << "";
+    QTest::newRow("nothing") << QStringList{} << "" << 0 << "";
+    QTest::newRow("64 nodes") << QStringList{"--nodes", "64"} << "" << 0 << "";
+    QTest::newRow("port 0") << QStringList{"--listen", "0"} << "--listen" << 0 << "";
+    QTest::newRow("port too big") << QStringList{"--listen", "65536"} << "--listen" << 0 << "";
+    QTest::newRow("port not a number") << QStringList{"--listen", "http"} << "--listen" << 0 << "";
+    QTest::newRow("port missing") << QStringList{"--listen"} << "listen" << 0 << "";
+    QTest::newRow("empty token") << QStringList{"--listen", "7080", "--token", ""} << "--token" << 0 << "";
+    QTest::newRow("blank token") << QStringList{"--token", "  "} << "--token" << 0 << "";
+    QTest::newRow("token with a space") << QStringList{"--token", "class 7"} << "spaces" << 0 << "";
+    QTest::newRow("bad advertise") << QStringList{"--advertise", "my laptop!"} << "advertise" << 0 << "";
+    QTest::newRow("65 nodes") << QStringList{"--nodes", "65"} << "--nodes" << 0 << "";
+    QTest::newRow("0 nodes") << QStringList{"--nodes", "0"} << "--nodes" << 0 << "";
+}
+
+void TestMainWindow::commandLineIsChecked()
+{
+    QFETCH(QStringList, args);
+    QFETCH(QString, error);
+    QFETCH(int, port);
+    QFETCH(QString, token);
+    const GuiOptions o = parseGuiOptions(QStringList{QStringLiteral("smolcluster")} + args);
+    if (error.isEmpty()) {
+        QVERIFY2(o.parsed && o.error.isEmpty(), qPrintable(o.error));
+        QCOMPARE(int(o.listen.port), port);
+        QCOMPARE(o.listen.token, token);
+        return;
+    }
+    QVERIFY2(o.error.contains(error), qPrintable(o.error));
+    QVERIFY(!o.error.contains('\n'));
+}
+
+void TestMainWindow::remoteNodesDialogRemembers()
+{
+    QTcpServer probe; // a port free right now
+    QVERIFY(probe.listen(QHostAddress::Any, 0));
+    const quint16 port = probe.serverPort();
+    probe.close();
+    QCOMPARE(rememberedListenSettings(), ListenSettings());
+    {
+        EngineController engine(0);
+        MainWindow window(&engine);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        QString note;
+        bool filled = false;
+        // The dialog is modal: fill it in from inside its event loop.
+        QTimer::singleShot(200, &window, [&] {
+            auto *dialog = qobject_cast<QDialog *>(QApplication::activeModalWidget());
+            if (!dialog)
+                return;
+            auto *p = dialog->findChild<QSpinBox *>(QStringLiteral("remotePort"));
+            auto *t = dialog->findChild<QLineEdit *>(QStringLiteral("remoteToken"));
+            auto *a = dialog->findChild<QLineEdit *>(QStringLiteral("remoteAdvertise"));
+            auto *n = dialog->findChild<QLabel *>(QStringLiteral("remoteNote"));
+            QPushButton *remember = nullptr;
+            for (QPushButton *b : dialog->findChildren<QPushButton *>())
+                if (b->text() == QStringLiteral("Remember"))
+                    remember = b;
+            if (!p || !t || !a || !n || !remember) {
+                dialog->reject();
+                return;
+            }
+            // Nothing remembered yet: the dialog offers to keep today's port and token.
+            filled = p->value() == engine.port() && t->text() == engine.token();
+            t->setText(QStringLiteral("bad token")); // refused: it would not survive the board
+            remember->click();
+            const bool refused = rememberedListenSettings() == ListenSettings() && n->text().contains("Not remembered");
+            p->setValue(port);
+            t->setText(QStringLiteral("class7"));
+            a->setText(QString());
+            remember->click();
+            note = refused ? n->text() : QString();
+            dialog->accept();
+        });
+        action(window, QStringLiteral("&Remote nodes..."))->trigger();
+        QVERIFY(filled);
+        QVERIFY2(note.contains(QStringLiteral("next start")), qPrintable(note));
+    }
+    const ListenSettings remembered = rememberedListenSettings();
+    QCOMPARE(int(remembered.port), int(port));
+    QCOMPARE(remembered.token, QStringLiteral("class7"));
+    // The next two starts listen with them: the same join command both times.
+    QString first;
+    for (int start = 0; start < 2; ++start) {
+        const ListenSettings s = effectiveListenSettings({}, rememberedListenSettings());
+        EngineController engine(ClusterOptions{0, s.port, s.token, s.advertise});
+        QCOMPARE(engine.port(), port);
+        QVERIFY(engine.joinCommand().contains(QStringLiteral(":%1 --token class7").arg(port)));
+        if (start == 0)
+            first = engine.joinCommand();
+        else
+            QCOMPARE(engine.joinCommand(), first);
+    }
+    // A flag wins over what is remembered.
+    ListenSettings flags;
+    flags.token = QStringLiteral("other");
+    QCOMPARE(effectiveListenSettings(flags, remembered).token, QStringLiteral("other"));
+    QCOMPARE(effectiveListenSettings(flags, remembered).port, port);
+    rememberListenSettings({});
+}
+
+void TestMainWindow::sixtyFourNodesFitAProjector()
+{
+    EngineController engine(64);
+    MainWindow window(&engine);
+    window.resize(1024, 768);
+    window.setProjectorMode(true);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QTRY_VERIFY_WITH_TIMEOUT(engine.readyNodes() == 64, 60000);
+    auto *cluster = window.findChild<widgets::ClusterView *>();
+    QVERIFY(cluster);
+    // The view itself is on the window, of a size worth drawing in.
+    QVERIFY(QRect(QPoint(0, 0), window.size()).contains(QRect(cluster->mapTo(&window, QPoint(0, 0)), cluster->size())));
+    QVERIFY(cluster->width() >= 400 && cluster->height() >= 200);
+    QTRY_VERIFY_WITH_TIMEOUT(cluster->state() && cluster->state()->nodes.size() == 64, 5000);
+    verifyBoxes(*cluster, *cluster->state());
+
+    // After a run every node has a rank: the grid follows the ranks.
+    RunSettings s = window.settings();
+    s.nodes = 64;
+    s.steps = 3;
+    s.globalBatch = 128;
+    window.setSettings(s);
+    QSignalSpy finished(&engine, &EngineController::runFinished);
+    QSignalSpy failed(&engine, &EngineController::runFailed);
+    window.startRun();
+    QVERIFY2(finished.wait(120000), failed.isEmpty() ? "no end" : qPrintable(failed.first().at(0).toString()));
+    QTRY_VERIFY_WITH_TIMEOUT(cluster->state()->nodes.size() == 64 && cluster->state()->step == 2, 5000);
+    for (const widgets::NodeState &n : cluster->state()->nodes)
+        QVERIFY(n.rank >= 0);
+    QVERIFY(cluster->isCompact());
+    verifyBoxes(*cluster, *cluster->state());
+    // The timeline has a lane per rank, all inside it.
+    QCOMPARE(window.timeline()->data().laneCount(), 64);
+}
 
 void TestMainWindow::startPauseStepResume()
 {

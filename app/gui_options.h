@@ -1,0 +1,59 @@
+// smolcluster's command line, and the Remote nodes settings the window
+// remembers (QSettings), which give the coordinator the same port and token
+// at every start, so the join command on the board stays right:
+//
+//   smolcluster --listen 7080 --token class7 [--advertise 192.168.1.20]
+//   smolctl node --join 192.168.1.20:7080 --token class7   (on each student's machine)
+//
+// A flag wins over the remembered value; with neither, any free port and a
+// random token, as before. Parsing is a pure function so tests can table it.
+#pragma once
+
+#include <QString>
+#include <QStringList>
+
+namespace smol::app {
+
+constexpr int kDefaultGuiNodes = 4;
+constexpr int kMaxGuiNodes = 64;
+
+// How the window's coordinator listens (0 / "": not set).
+struct ListenSettings {
+    quint16 port = 0;
+    QString token;
+    QString advertise;
+    bool operator==(const ListenSettings &o) const
+    {
+        return port == o.port && token == o.token && advertise == o.advertise;
+    }
+};
+
+struct GuiOptions {
+    bool parsed = false; // false: a parse error (may be a Qt option before QApplication strips them)
+    bool help = false;
+    bool version = false;
+    bool projector = false;
+    int nodes = kDefaultGuiNodes;
+    int steps = -1; // -1: not given
+    QString strategy = QStringLiteral("ddp");
+    QString screenshot;
+    QString replay;
+    ListenSettings listen; // what the flags set; unset fields come from the remembered settings
+    QString error;         // one line, for "smolcluster: <error> (try --help)"
+};
+
+GuiOptions parseGuiOptions(const QStringList &args);
+
+// "" when the settings can be used, else why not (one line): a token with
+// spaces (it goes on the board unquoted), an advertise address that is not a
+// host name or IPv4 address.
+QString checkListenSettings(const ListenSettings &settings);
+
+// The Remote nodes dialog's settings, remembered between starts
+// (QSettings "smolcluster", group "remote").
+ListenSettings rememberedListenSettings();
+void rememberListenSettings(const ListenSettings &settings);
+// The flags, then the remembered settings for what they leave unset.
+ListenSettings effectiveListenSettings(const ListenSettings &flags, const ListenSettings &remembered);
+
+} // namespace smol::app
