@@ -188,6 +188,12 @@ public:
 std::unique_ptr<Strategy> makeStrategy(const std::string &name);
 std::vector<std::string> strategyNames();
 
+// True while a memory snapshot is being taken at the end of a collective
+// (its result is in the buffer): what memory() counts a buffer as can
+// depend on it (zero3: a gathered layer is params once gathered, comm while
+// it is being filled).
+bool atCollectiveResult();
+
 // Shared by the data-parallel strategies: this node's share of the batch
 // (share ctx.rank of ctx.nodes, batchRows).
 Batch localBatch(const NodeContext &ctx, std::int64_t step);

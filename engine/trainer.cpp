@@ -158,25 +158,64 @@ private:
     Clock::time_point m_start;
 };
 
-// Publishes the node's memory at every collective boundary. May run on
-// several threads of one node at once (edp's server handles each worker on
-// its own thread), hence the atomic step.
+MemorySample memorySampleOf(const MemorySnapshot &m, int node, std::int64_t tNs)
+{
+    MemorySample s;
+    s.tNs = tNs;
+    s.node = node;
+    s.step = m.step;
+    s.params = m.memory.params;
+    s.grads = m.memory.grads;
+    s.optimizer = m.memory.optimizer;
+    s.activations = m.memory.activations;
+    s.comm = m.memory.comm;
+    s.live = m.memory.live;
+    s.peak = m.memory.peak;
+    s.collective = m.kind;
+    s.seq = m.seq;
+    s.before = m.before;
+    return s;
+}
+
+// Each memory slot's running strategy (runNode's), for the memory hook: a
+// hook may run on a thread of the node other than runNode's (edp's server).
+std::atomic<const Strategy *> g_strategyOfSlot[memory::kMaxNodes];
+thread_local bool t_collectiveResult = false;
+
+// Publishes the node's memory by category at every collective boundary. May
+// run on several threads of one node at once (edp's server handles each
+// worker on its own thread), hence the atomic step.
 class MemoryHook : public net::CollectiveHook {
 public:
-    MemoryHook(int node, TrainObserver *observer, const std::atomic<std::int64_t> *step)
-        : m_node(node), m_observer(observer), m_step(step) {}
+    MemoryHook(int slot, const std::atomic<std::int64_t> *step, std::function<void(const MemorySnapshot &)> sink)
+        : m_slot(slot), m_step(step), m_sink(std::move(sink)) {}
     void before(const net::CollectiveInfo &info) override { publish(info, true); }
     void after(const net::CollectiveInfo &info) override { publish(info, false); }
 
 private:
     void publish(const net::CollectiveInfo &info, bool before)
     {
-        const memory::Usage u = memory::usage(m_node);
-        m_observer->onMemorySnapshot(MemorySnapshot{m_node, *m_step, info.kind, info.seq, before, u.live, u.peak});
+        MemorySnapshot s;
+        s.node = m_slot;
+        s.step = m_step ? m_step->load() : 0;
+        s.kind = info.kind;
+        s.seq = info.seq;
+        s.before = before;
+        s.name = info.name;
+        t_collectiveResult = !before;
+        if (!nodeMemoryNow(m_slot, &s.memory)) {
+            const memory::Usage u = memory::usage(m_slot);
+            s.memory.live = u.live;
+            s.memory.peak = u.peak;
+        }
+        t_collectiveResult = false;
+        s.live = s.memory.live;
+        s.peak = s.memory.peak;
+        m_sink(s);
     }
-    int m_node;
-    TrainObserver *m_observer;
+    int m_slot;
     const std::atomic<std::int64_t> *m_step;
+    std::function<void(const MemorySnapshot &)> m_sink;
 };
 
 // A slower machine, emulated for every lock-step strategy: after a step, sleep
@@ -198,6 +237,8 @@ void slowDown(double slowdown, std::int64_t cpuNs)
 // What a node's strategy gets from the run's config (no model, data or
 // communicator yet).
 
+NodeMemory snapshot(int node, const Strategy &strategy);
+
 NodeMemory snapshot(int node, const Strategy &strategy)
 {
     const MemoryBreakdown b = strategy.memory();
@@ -214,6 +255,25 @@ NodeMemory snapshot(int node, const Strategy &strategy)
 }
 
 } // namespace
+
+bool atCollectiveResult() { return t_collectiveResult; }
+
+bool nodeMemoryNow(int slot, NodeMemory *out)
+{
+    if (slot < 0 || slot >= memory::kMaxNodes)
+        return false;
+    const Strategy *s = g_strategyOfSlot[slot].load();
+    if (!s)
+        return false;
+    *out = snapshot(slot, *s);
+    return true;
+}
+
+std::unique_ptr<net::CollectiveHook> makeMemoryHook(int memorySlot, const std::atomic<std::int64_t> *step,
+                                                    std::function<void(const MemorySnapshot &)> sink)
+{
+    return std::make_unique<MemoryHook>(memorySlot, step, std::move(sink));
+}
 
 NodeContext nodeContextOf(const TrainConfig &config, int rank)
 {
@@ -359,10 +419,21 @@ NodeResult runNode(const TrainConfig &config, const NodeRun &run)
     ctx.model = model.get();
     ctx.onSpan = run.onSpan;
     strategy->setup(ctx);
-    struct Running { // what gatheredParamsNow() reads, for this thread and this run only
-        Running(const Strategy *s, int r) { t_runningStrategy = s, t_runningRank = r; }
-        ~Running() { t_runningStrategy = nullptr, t_runningRank = -1; }
-    } running(strategy.get(), rank);
+    struct Running { // what gatheredParamsNow() and the memory hook read, for this run only
+        Running(const Strategy *s, int r, int slot) : slot(slot)
+        {
+            t_runningStrategy = s, t_runningRank = r;
+            if (slot >= 0 && slot < memory::kMaxNodes)
+                g_strategyOfSlot[slot] = s;
+        }
+        ~Running()
+        {
+            t_runningStrategy = nullptr, t_runningRank = -1;
+            if (slot >= 0 && slot < memory::kMaxNodes)
+                g_strategyOfSlot[slot] = nullptr;
+        }
+        int slot;
+    } running(strategy.get(), rank, run.memorySlot);
     NodeResult result;
     // The held-out loss: a replica of its own (uncharged: it is the
     // runtime's, not the training's memory) loaded with the current
@@ -488,7 +559,7 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
                     std::this_thread::sleep_for(std::chrono::milliseconds(behaviour.joinAfterMs));
                 std::atomic<std::int64_t> currentStep{0};
                 std::unique_ptr<net::Communicator> comm;
-                std::unique_ptr<MemoryHook> hook;
+                std::unique_ptr<net::CollectiveHook> hook;
                 std::unique_ptr<net::CollectiveHook> breakHook;
                 HookChain hooks;
                 if (glooStore) {
@@ -500,8 +571,14 @@ TrainSummary runTraining(const TrainConfig &configIn, TrainObserver *observer)
                     comm = std::make_unique<net::Communicator>(*mesh[std::size_t(rank)]);
                 }
                 if (comm) {
-                    if (observer && observer->wantsCollectiveSnapshots()) {
-                        hook = std::make_unique<MemoryHook>(rank, observer, &currentStep);
+                    const bool snapshots = observer && observer->wantsCollectiveSnapshots();
+                    if (snapshots || config.events) {
+                        hook = makeMemoryHook(rank, &currentStep, [&, snapshots](const MemorySnapshot &m) {
+                            if (snapshots)
+                                observer->onMemorySnapshot(m);
+                            if (config.events)
+                                config.events->onMemory(memorySampleOf(m, rank, net::monotonicNs()));
+                        });
                         hooks.add(hook.get());
                     }
                     if (config.breakpoints) {

@@ -23,6 +23,10 @@
 #include <string>
 #include <vector>
 
+namespace smol::net {
+class CollectiveHook;
+}
+
 namespace smol::engine {
 
 class BreakpointController;
@@ -97,6 +101,9 @@ struct StepReport {
 };
 
 // A node's memory at a collective boundary (before or after one).
+// Exact at that instant: the strategy's held tensors by category (zero3's
+// gathered layer in params while it is held, collective buffers in comm),
+// activations = live - the rest.
 struct MemorySnapshot {
     int node = 0;
     std::int64_t step = 0;
@@ -105,7 +112,18 @@ struct MemorySnapshot {
     bool before = true;
     std::int64_t live = 0;
     std::int64_t peak = 0;
+    NodeMemory memory;   // by category; memory.live/peak as above
+    std::string name;    // the collective's tensor name ("params.fc1")
 };
+
+// The calling node thread's memory by category right now (its running
+// strategy's tensors and its allocator slot); false off a node thread.
+bool nodeMemoryNow(int memorySlot, NodeMemory *out);
+// A communicator hook that takes the node's memory by category before and
+// after every collective (MemorySnapshot) and hands it to `sink`, on the
+// calling thread (edp's server threads too). `step`: the node's current step.
+std::unique_ptr<net::CollectiveHook> makeMemoryHook(int memorySlot, const std::atomic<std::int64_t> *step,
+                                                    std::function<void(const MemorySnapshot &)> sink);
 
 class TrainObserver {
 public:
@@ -181,6 +199,9 @@ struct NodeRun {
     std::function<void(std::int64_t step, double loss, const NodeMemory &memory)> onStep;
     std::function<void(const SpanEvent &)> onSpan; // compute spans (NodeContext::onSpan)
     std::function<void(std::int64_t step, double loss)> onTestLoss; // rank 0, TrainConfig::testEvery
+    // Memory by category before and after every collective (from the
+    // communicator's hook, on this thread). Unset: none are taken.
+    std::function<void(const MemorySnapshot &)> onCollectiveMemory;
     // params and (Adam, where the strategy supports it) the optimizer's moments.
     std::function<void(std::int64_t stepsDone, const torch::Tensor &params, const OptimizerMoments &moments)>
         onCheckpoint;

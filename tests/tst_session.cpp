@@ -482,6 +482,7 @@ private Q_SLOTS:
     void replayPlaysInRealTime();
     void badFiles_data();
     void badFiles();
+    void readsVersion1Files();
     void killedRecorderLosesAtMost250ms();
     void damagedFilesNeverCrash();
     void throughput();
@@ -870,7 +871,9 @@ void TestSession::badFiles_data()
     QTest::newRow("foreign SQLite") << "foreign"
                                     << "not a smolcluster session";
     QTest::newRow("newer schema") << "newer"
-                                  << "schema version 2 is newer than this build reads (1)";
+                                  << QString("schema version %1 is newer than this build reads (%2)")
+                                         .arg(kSessionSchemaVersion + 1)
+                                         .arg(kSessionSchemaVersion);
     QTest::newRow("table missing") << "no-frames"
                                    << "table 'frames' is missing";
     QTest::newRow("directory") << "directory"
@@ -906,8 +909,9 @@ void TestSession::badFiles()
     } else if (kind == "newer" || kind == "no-frames") {
         QFile::remove(path);
         QVERIFY(QFile::copy(record(m_dir.path(), makeRun(2, 2), qPrintable("src-" + kind)), path));
-        sql({kind == "newer" ? "UPDATE meta SET value = 2 WHERE key = 'schema_version'"
-                             : "DROP TABLE frames"});
+        sql({kind == "newer" ? QStringLiteral("UPDATE meta SET value = %1 WHERE key = 'schema_version'")
+                                   .arg(kSessionSchemaVersion + 1)
+                             : QStringLiteral("DROP TABLE frames")});
     } else if (kind == "directory") {
         QVERIFY(QDir().mkpath(path));
     }
@@ -918,6 +922,35 @@ void TestSession::badFiles()
         const QString what = QString::fromUtf8(e.what());
         QVERIFY2(what.startsWith(path + ": ") && what.contains(expected) && !what.contains('\n'), e.what());
     }
+}
+
+// Version 2 added the collective boundary to memory samples; a version-1
+// file (no such columns) still opens, its memory samples at step ends.
+void TestSession::readsVersion1Files()
+{
+    const QString path = record(m_dir.path(), makeRun(2, 3), "v1");
+    {
+        QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), QStringLiteral("tst-v1"));
+        db.setDatabaseName(path);
+        QVERIFY(db.open());
+        QSqlQuery q(db);
+        for (const char *s : {"ALTER TABLE memory DROP COLUMN collective", "ALTER TABLE memory DROP COLUMN seq",
+                              "ALTER TABLE memory DROP COLUMN before",
+                              "UPDATE meta SET value = 1 WHERE key = 'schema_version'"})
+            QVERIFY2(q.exec(QString::fromLatin1(s)), s);
+        q.finish();
+        db.close();
+    }
+    QSqlDatabase::removeDatabase(QStringLiteral("tst-v1"));
+    const SessionReader reader(path);
+    QCOMPARE(reader.schemaVersion(), 1);
+    std::vector<MemorySample> all;
+    reader.forEachMemory([&](const MemorySample &m) { all.push_back(m); });
+    QVERIFY(!all.empty());
+    for (const MemorySample &m : all)
+        QCOMPARE(m.collective, net::CollectiveKind::None);
+    QCOMPARE(reader.info().memory, std::uint64_t(all.size()));
+    QCOMPARE(reader.info().memoryAtCollectives, std::uint64_t(0));
 }
 
 void TestSession::killedRecorderLosesAtMost250ms()

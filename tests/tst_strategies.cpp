@@ -8,6 +8,8 @@
 
 #include "engine/memory_tracker.h"
 #include "engine/trainer.h"
+#include "engine/model.h"
+#include "net/communicator.h"
 
 #include <QtTest>
 #include <QTemporaryDir>
@@ -16,6 +18,7 @@
 
 #include <map>
 #include <mutex>
+#include <numeric>
 
 using namespace smol::engine;
 
@@ -31,6 +34,7 @@ private Q_SLOTS:
     void memoryShrinksWithSharding();
     void zero1SendsWhatDdpSends();
     void memorySnapshotsAtCollectives();
+    void memoryByCategoryAtCollectives();
     void rejectsBadConfigs_data();
     void rejectsBadConfigs();
 
@@ -294,6 +298,84 @@ void TestStrategies::memorySnapshotsAtCollectives()
         QCOMPARE(count, 2 * (2 * 9 + 3));
         QVERIFY(maxDuringGather[node] > s.memoryPerNode[std::size_t(node)].live);
     }
+}
+
+// Memory by category at every collective boundary, exact at that instant:
+// zero3's params rise by exactly the layer's full size minus the node's
+// shard while the layer is held (after its all-gather, through its
+// reduce-scatter) and fall back after; the buffer being gathered or reduced
+// counts in comm; ddp's params never move; gpipe holds more activations
+// than 1f1b with 8 micro-batches.
+void TestStrategies::memoryByCategoryAtCollectives()
+{
+    const int N = 4;
+    SnapshotCounter zero3;
+    TrainConfig c = baseConfig("zero3", N, OptimizerConfig::Kind::Sgd);
+    c.steps = 2;
+    runTraining(c, &zero3);
+    ModelConfig mc;
+    mc.seed = c.seed;
+    const auto model = makeModel(mc);
+    std::map<std::string, std::int64_t> numel, layerFull;
+    for (auto &[name, p] : model->namedParameters())
+        numel[name] = p.numel();
+    for (const auto &layer : model->layers())
+        for (const auto &p : layer.paramNames)
+            layerFull[layer.name] += numel[p];
+    auto shard = [&](const std::string &layer, int node) {
+        return std::int64_t(smol::net::Communicator::chunk(std::size_t(layerFull[layer]), N, node).count);
+    };
+    std::map<int, std::int64_t> shards; // params held between layers, by node
+    for (int r = 0; r < N; ++r)
+        for (const auto &[layer, full] : layerFull)
+            shards[r] += 4 * shard(layer, r);
+    int checked = 0;
+    for (const MemorySnapshot &m : zero3.snapshots) {
+        const std::string layer = m.name.substr(m.name.rfind('.') + 1);
+        QVERIFY2(layerFull.count(layer), m.name.c_str());
+        const std::int64_t full = 4 * layerFull[layer], mine = 4 * shard(layer, m.node);
+        const bool held = m.kind == smol::net::CollectiveKind::ReduceScatter || !m.before;
+        const std::int64_t want = shards[m.node] + (held ? full - mine : 0);
+        QVERIFY2(m.memory.params == want, qPrintable(QString("node %1 %2 %3 %4: params %5, want %6")
+                                                         .arg(m.node)
+                                                         .arg(m.before ? "before" : "after")
+                                                         .arg(smol::net::collectiveName(m.kind))
+                                                         .arg(QString::fromStdString(m.name))
+                                                         .arg(m.memory.params)
+                                                         .arg(want)));
+        const bool buffer = m.kind == smol::net::CollectiveKind::ReduceScatter || m.before;
+        QCOMPARE(m.memory.comm, buffer ? full : 0);
+        QVERIFY(m.memory.activations >= 0 && m.memory.live >= m.memory.params + m.memory.grads);
+        ++checked;
+    }
+    QVERIFY(checked >= 2 * N * 2 * 9);
+
+    SnapshotCounter ddp;
+    runTraining(baseConfig("ddp", N, OptimizerConfig::Kind::Sgd), &ddp);
+    QVERIFY(!ddp.snapshots.empty());
+    for (const MemorySnapshot &m : ddp.snapshots)
+        QCOMPARE(m.memory.params, 4 * std::accumulate(numel.begin(), numel.end(), std::int64_t(0),
+                                                      [](std::int64_t a, const auto &kv) { return a + kv.second; }));
+
+    auto peakActivations = [&](PipelineSchedule schedule) {
+        SnapshotCounter pipe;
+        TrainConfig p = baseConfig("pipeline", 3, OptimizerConfig::Kind::Sgd);
+        p.globalBatch = 256;
+        p.microBatches = 8;
+        p.schedule = schedule;
+        p.steps = 2;
+        runTraining(p, &pipe);
+        std::int64_t most = 0;
+        for (const MemorySnapshot &m : pipe.snapshots) // the steps' sends and receives, not the final broadcast
+            if (m.node == 0 && m.kind == smol::net::CollectiveKind::SendRecv)
+                most = std::max(most, m.memory.activations);
+        return most;
+    };
+    const std::int64_t gpipe = peakActivations(PipelineSchedule::GPipe);
+    const std::int64_t oneF1B = peakActivations(PipelineSchedule::OneFOneB);
+    qInfo("stage 0 peak activations at collectives, M=8: gpipe %lld B, 1f1b %lld B", qlonglong(gpipe),
+          qlonglong(oneF1B));
+    QVERIFY2(gpipe > oneF1B, qPrintable(QString("stage 0 activations: gpipe %1 B, 1f1b %2 B").arg(gpipe).arg(oneF1B)));
 }
 
 void TestStrategies::rejectsBadConfigs_data()

@@ -497,6 +497,26 @@ struct Coordinator::Private {
                 s.bytes = std::uint64_t(a[7].toDouble());
                 eventSink->onSpan(s);
             }
+            // Memory by category at collective boundaries (node_agent's addMemory).
+            for (const QJsonValue &v : m.json.value(QStringLiteral("memory")).toArray()) {
+                const QJsonArray a = v.toArray();
+                if (a.size() != 12)
+                    continue;
+                MemorySample sample;
+                sample.tNs = a[0].toString().toLongLong() - offset;
+                sample.node = rank;
+                sample.step = std::int64_t(a[1].toDouble());
+                const int kind = a[2].toInt();
+                sample.collective = net::isValidCollectiveKind(std::uint8_t(kind)) ? net::CollectiveKind(kind)
+                                                                                   : net::CollectiveKind::None;
+                sample.seq = a[3].toString().toULongLong();
+                sample.before = a[4].toBool();
+                std::int64_t *fields[] = {&sample.params, &sample.grads, &sample.optimizer, &sample.activations,
+                                          &sample.comm,   &sample.live,  &sample.peak};
+                for (int f = 0; f < 7; ++f)
+                    *fields[f] = std::max<std::int64_t>(0, a[5 + f].toString().toLongLong());
+                eventSink->onMemory(sample);
+            }
         }
         auto offsetOf = [&](int rank) -> std::int64_t {
             if (rank < 0 || rank >= int(epochNodeOfRank.size()))

@@ -5,6 +5,7 @@
 #include "telemetry.h"
 
 #include "engine/breakpoints.h"
+#include "engine/hook_chain.h"
 #include "engine/memory_tracker.h"
 #include "engine/span_hook.h"
 #include "engine/blas_threads.h"
@@ -317,6 +318,7 @@ private:
             m_epoch = a.epoch;
             m_rank = a.rank;
             m_spans = QJsonArray();
+            m_memory = QJsonArray();
             m_aborted = false;
             m_started = false;
             m_peers.reset();
@@ -378,17 +380,34 @@ private:
         QJsonArray spans;
         int epoch = 0;
         int rank = -1;
+        QJsonArray memory;
         {
             std::lock_guard lock(m_mutex);
             if (!m_telemetry)
                 return;
             batch = m_telemetry->take();
             spans.swap(m_spans);
+            memory.swap(m_memory);
             epoch = m_epoch;
             rank = m_rank;
         }
-        if (!batch.isEmpty() || !spans.isEmpty())
-            sendQuietly(QJsonObject{{"type", "trace"}, {"epoch", epoch}, {"rank", rank}, {"spans", spans}}, batch);
+        if (!batch.isEmpty() || !spans.isEmpty() || !memory.isEmpty())
+            sendQuietly(QJsonObject{{"type", "trace"}, {"epoch", epoch}, {"rank", rank}, {"spans", spans},
+                                    {"memory", memory}},
+                        batch);
+    }
+
+    // [t, step, collective, seq, before, params, grads, optimizer,
+    // activations, comm, live, peak]; 64-bit values as text.
+    void addMemory(const MemorySnapshot &m)
+    {
+        const NodeMemory &b = m.memory;
+        const QJsonArray a{QString::number(net::monotonicNs()), double(m.step), int(m.kind), QString::number(m.seq),
+                           m.before, QString::number(b.params), QString::number(b.grads),
+                           QString::number(b.optimizer), QString::number(b.activations), QString::number(b.comm),
+                           QString::number(b.live), QString::number(b.peak)};
+        std::lock_guard lock(m_mutex);
+        m_memory.append(a);
     }
 
     void addSpan(const SpanEvent &s)
@@ -486,17 +505,26 @@ private:
             std::unique_ptr<net::Communicator> comm;
             std::atomic<std::int64_t> currentStep{a.firstStep};
             std::unique_ptr<net::CollectiveHook> breakHook;
+            std::unique_ptr<net::CollectiveHook> memoryHook;
+            HookChain hooks; // memory first: a pause's last sample is the state it holds
             std::unique_ptr<SpanHook> spanHook;
             {
                 comm = std::make_unique<net::Communicator>(link);
-                if (a.remoteBreakpoints)
+                if (a.record) { // memory by category at every collective boundary, in the trace batches
+                    memoryHook = makeMemoryHook(m_opts.memorySlot, &currentStep,
+                                                [this](const MemorySnapshot &m) { addMemory(m); });
+                    hooks.add(memoryHook.get());
+                }
+                if (a.remoteBreakpoints) {
                     breakHook = std::make_unique<RemoteHook>(*this, a.epoch, &currentStep);
+                    hooks.add(breakHook.get());
+                }
                 if (a.record) {
-                    spanHook = std::make_unique<SpanHook>(a.rank, &currentStep, breakHook.get(),
+                    spanHook = std::make_unique<SpanHook>(a.rank, &currentStep, hooks.empty() ? nullptr : &hooks,
                                                           [this](const SpanEvent &s) { addSpan(s); });
                     comm->setHook(spanHook.get());
-                } else if (breakHook) {
-                    comm->setHook(breakHook.get());
+                } else if (!hooks.empty()) {
+                    comm->setHook(&hooks);
                 }
             }
             const bool lockStep = !makeStrategy(config.strategy)->isAsynchronous();
@@ -604,13 +632,16 @@ private:
         if (transport)
             transport->setTraceSink(nullptr);
         const QByteArray tail = telemetry.take();
-        QJsonArray spans;
+        QJsonArray spans, memory;
         {
             std::lock_guard lock(m_mutex);
             spans.swap(m_spans);
+            memory.swap(m_memory);
         }
-        if (!tail.isEmpty() || !spans.isEmpty())
-            sendQuietly(QJsonObject{{"type", "trace"}, {"epoch", a.epoch}, {"rank", a.rank}, {"spans", spans}}, tail);
+        if (!tail.isEmpty() || !spans.isEmpty() || !memory.isEmpty())
+            sendQuietly(QJsonObject{{"type", "trace"}, {"epoch", a.epoch}, {"rank", a.rank}, {"spans", spans},
+                                    {"memory", memory}},
+                        tail);
         // Report first, then close the data plane: a failure's own reason
         // reaches the coordinator before its peers' "connection closed".
         sendQuietly(outcome, outcomeBlob);
@@ -639,6 +670,7 @@ private:
     int m_epoch = 0;
     int m_rank = -1;
     QJsonArray m_spans; // collective and pause spans since the last trace batch
+    QJsonArray m_memory; // memory samples at collective boundaries since the last trace batch
     bool m_aborted = false;
     bool m_started = false;
     std::optional<std::vector<std::pair<std::string, std::uint16_t>>> m_peers;

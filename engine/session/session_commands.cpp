@@ -107,6 +107,7 @@ QJsonObject infoJson(const QString &file, const SessionInfo &i)
         {QStringLiteral("frames_receive"), qint64(i.framesReceive)},
         {QStringLiteral("spans"), spans},
         {QStringLiteral("memory"), qint64(i.memory)},
+        {QStringLiteral("memory_at_collectives"), qint64(i.memoryAtCollectives)},
         {QStringLiteral("metrics"), qint64(i.metrics)},
         {QStringLiteral("logs"), qint64(i.logs)},
         {QStringLiteral("tensors"), qint64(i.tensors)},
@@ -162,7 +163,7 @@ void printInfo(QTextStream &out, const QString &file, const SessionInfo &i)
                      .arg(QLatin1String(spanKindName(SpanEvent::Kind(k))))
                      .arg(i.spans[std::size_t(k)]);
     row("  spans", spans.join(", "));
-    row("  memory", QString::number(i.memory));
+    row("  memory", QStringLiteral("%1 (%2 at collective boundaries)").arg(i.memory).arg(i.memoryAtCollectives));
     row("  metrics", QString::number(i.metrics));
     row("  logs", QString::number(i.logs));
     row("  tensors", QString::number(i.tensors));

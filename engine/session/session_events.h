@@ -25,7 +25,7 @@ namespace smol::engine {
 
 // The schema this build writes and the newest one it reads
 // (docs/session-format.md). A reader opens every file with version <= this.
-constexpr int kSessionSchemaVersion = 1;
+constexpr int kSessionSchemaVersion = 2;
 
 // A session file that cannot be created, written or read: missing,
 // truncated, corrupted, foreign, too new. One line, naming the file.
@@ -72,12 +72,17 @@ inline const char *spanKindName(SpanEvent::Kind kind)
 }
 
 // One node's memory by category, in bytes (engine/memory_tracker.h).
+// A node's memory by category: at the end of a step (collective None), or
+// before or after a collective (schema version 2 on).
 struct MemorySample {
     std::int64_t tNs = 0;
     int node = -1;
     std::int64_t step = -1;
     std::int64_t params = 0, grads = 0, optimizer = 0, activations = 0, comm = 0;
     std::int64_t live = 0, peak = 0;
+    net::CollectiveKind collective = net::CollectiveKind::None;
+    std::uint64_t seq = 0;
+    bool before = false;
 };
 
 struct MetricSample {

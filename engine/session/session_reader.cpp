@@ -25,7 +25,10 @@ namespace {
 
 const char kFrameColumns[] = "t_start, t_end, side, src, dst, kind, seq, tag, bytes, id";
 const char kSpanColumns[] = "t_start, t_end, node, kind, name, step, collective, seq, bytes, id";
-const char kMemoryColumns[] = "t, node, step, params, grads, optimizer, activations, comm, live, peak";
+const char kMemoryColumns[] =
+    "t, node, step, params, grads, optimizer, activations, comm, live, peak, collective, seq, before";
+// Version 1 kept per-step memory only: no collective boundary.
+const char kMemoryColumnsV1[] = "t, node, step, params, grads, optimizer, activations, comm, live, peak, 0, 0, 0";
 const char kMetricColumns[] = "t, step, node, name, value";
 const char kLogColumns[] = "t, node, text";
 const char kTensorColumns[] = "t, pause_id, node, step, collective, seq, name, before, snapshot_json";
@@ -180,6 +183,11 @@ public:
         m.comm = i64(7);
         m.live = i64(8);
         m.peak = i64(9);
+        const int kind = int(i64(10));
+        m.collective = net::isValidCollectiveKind(std::uint8_t(kind)) ? net::CollectiveKind(kind)
+                                                                       : net::CollectiveKind::None;
+        m.seq = u64(11);
+        m.before = i64(12) != 0;
         return m;
     }
 
@@ -465,9 +473,11 @@ std::vector<SpanEvent> SessionReader::spans(std::int64_t t0, std::int64_t t1) co
     return out;
 }
 
+const char *SessionReader::memoryColumns() const { return m_version >= 2 ? kMemoryColumns : kMemoryColumnsV1; }
+
 std::vector<MemorySample> SessionReader::memory(std::int64_t t0, std::int64_t t1) const
 {
-    Query q(*this, sql("SELECT %1 FROM memory WHERE t >= ? AND t <= ? ORDER BY t, id", kMemoryColumns));
+    Query q(*this, sql("SELECT %1 FROM memory WHERE t >= ? AND t <= ? ORDER BY t, id", memoryColumns()));
     q.bind(qlonglong(t0)).bind(qlonglong(t1)).exec();
     std::vector<MemorySample> out;
     while (q.next())
@@ -540,7 +550,7 @@ SessionEvents SessionReader::eventsIn(std::int64_t after, std::int64_t upTo) con
              query("SELECT %1 FROM spans WHERE t_end > ? AND t_end <= ? ORDER BY t_end, id", kSpanColumns);
          q.next();)
         out.spans.push_back(q.span());
-    for (Query q = query("SELECT %1 FROM memory WHERE t > ? AND t <= ? ORDER BY t, id", kMemoryColumns);
+    for (Query q = query("SELECT %1 FROM memory WHERE t > ? AND t <= ? ORDER BY t, id", memoryColumns());
          q.next();)
         out.memory.push_back(q.memory());
     for (Query q = query("SELECT %1 FROM metrics WHERE t > ? AND t <= ? ORDER BY t, id", kMetricColumns);
@@ -563,7 +573,7 @@ std::vector<MemorySample> SessionReader::latestMemory(std::int64_t tNs) const
         missing.insert(n.rank);
     const bool knownNodes = !missing.empty();
     std::map<int, MemorySample> latest;
-    Query q(*this, sql("SELECT %1 FROM memory WHERE t <= ? ORDER BY t DESC, id DESC", kMemoryColumns));
+    Query q(*this, sql("SELECT %1 FROM memory WHERE t <= ? ORDER BY t DESC, id DESC", memoryColumns()));
     for (q.bind(qlonglong(tNs)).exec(); q.next();) {
         MemorySample m = q.memory();
         missing.erase(m.node);
@@ -620,7 +630,7 @@ void SessionReader::forEachSpanByStart(const std::function<void(const SpanEvent 
 
 void SessionReader::forEachMemory(const std::function<void(const MemorySample &)> &fn) const
 {
-    Query q(*this, sql("SELECT %1 FROM memory ORDER BY t, id", kMemoryColumns));
+    Query q(*this, sql("SELECT %1 FROM memory ORDER BY t, id", memoryColumns()));
     for (q.exec(); q.next();)
         fn(q.memory());
 }
@@ -675,6 +685,9 @@ SessionInfo SessionReader::info() const
                                  .value_or(0));
     };
     info.memory = count("memory");
+    if (m_version >= 2)
+        info.memoryAtCollectives = std::uint64_t(
+            Query(*this, QStringLiteral("SELECT COUNT(*) FROM memory WHERE collective != 0")).scalar().value_or(0));
     info.metrics = count("metrics");
     info.logs = count("logs");
     info.tensors = count("tensors");

@@ -61,6 +61,7 @@ struct SessionInfo {
     std::uint64_t framesSend = 0, framesReceive = 0;
     std::array<std::uint64_t, SpanEvent::kKinds> spans{}; // by SpanEvent::Kind
     std::uint64_t memory = 0, metrics = 0, logs = 0, tensors = 0;
+    std::uint64_t memoryAtCollectives = 0; // of memory: taken before or after a collective (version 2 on)
     std::vector<SessionLink> links; // by (src, dst)
     std::optional<double>
         finalLoss; // the last "loss" metric (cluster-wide ones first), else the end marker's
@@ -87,6 +88,8 @@ public:
 
     const QString &path() const { return m_path; }
     int schemaVersion() const { return m_version; }
+    // The memory table's columns as this file's version has them.
+    const char *memoryColumns() const;
     const SessionHeader &header() const { return m_header; }
     bool isComplete() const; // has the end marker
     SessionInfo info() const;

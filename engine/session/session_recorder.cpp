@@ -31,7 +31,7 @@ namespace smol::engine {
 namespace {
 
 constexpr int kRowsPerStatement = 32;
-constexpr int kMaxColumns = 12;
+constexpr int kMaxColumns = 13;
 
 std::atomic<int> g_connections{0};
 
@@ -61,7 +61,8 @@ const char *const kSchema[] = {
     "CREATE INDEX spans_by_step ON spans (step)",
     "CREATE TABLE memory (id INTEGER PRIMARY KEY, t INTEGER NOT NULL, node INTEGER NOT NULL,"
     " step INTEGER NOT NULL, params INTEGER NOT NULL, grads INTEGER NOT NULL, optimizer INTEGER NOT NULL,"
-    " activations INTEGER NOT NULL, comm INTEGER NOT NULL, live INTEGER NOT NULL, peak INTEGER NOT NULL)",
+    " activations INTEGER NOT NULL, comm INTEGER NOT NULL, live INTEGER NOT NULL, peak INTEGER NOT NULL,"
+    " collective INTEGER NOT NULL DEFAULT 0, seq INTEGER NOT NULL DEFAULT 0, before INTEGER NOT NULL DEFAULT 0)",
     "CREATE INDEX memory_by_t ON memory (t)",
     "CREATE TABLE metrics (id INTEGER PRIMARY KEY, t INTEGER NOT NULL, step INTEGER NOT NULL,"
     " node INTEGER NOT NULL, name TEXT NOT NULL, value REAL)",
@@ -269,6 +270,9 @@ public:
             v[7] = qlonglong(m.comm);
             v[8] = qlonglong(m.live);
             v[9] = qlonglong(m.peak);
+            v[10] = int(m.collective);
+            v[11] = u64(m.seq);
+            v[12] = int(m.before);
         });
         m_metrics->insert(b.metrics, [](const MetricSample &m, QVariant *v) {
             v[0] = qlonglong(m.tNs);
@@ -329,7 +333,7 @@ private:
         };
         m_frames = make("frames", "t_end,id,t_start,side,src,dst,kind,seq,tag,bytes");
         m_spans = make("spans", "t_start,t_end,node,kind,name,step,collective,seq,bytes");
-        m_memory = make("memory", "t,node,step,params,grads,optimizer,activations,comm,live,peak");
+        m_memory = make("memory", "t,node,step,params,grads,optimizer,activations,comm,live,peak,collective,seq,before");
         m_metrics = make("metrics", "t,step,node,name,value");
         m_logs = make("logs", "t,node,text");
         m_tensors = make("tensors", "t,pause_id,node,step,collective,seq,name,before,snapshot_json");

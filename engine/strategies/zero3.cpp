@@ -96,7 +96,9 @@ public:
         Shard &s = m_shards[k];
         torch::Tensor full = torch::empty({s.flat->numel()}, torch::kFloat32);
         mine(s, full).copy_(s.values);
+        m_gathering = std::int64_t(k);
         m_ctx.comm->allGather(viewOf(full), std::string(why) + "." + m_layers[k].name);
+        m_gathering = -1;
         s.flat->adoptValues(full);
         s.materialised = true;
     }
@@ -128,22 +130,38 @@ public:
         for (std::size_t i = 0; i < s.flat->slots().size(); ++i)
             if (grads[i].defined())
                 flatGrad.narrow(0, s.flat->slots()[i].offset, s.flat->slots()[i].numel).copy_(grads[i].reshape({-1}));
+        m_scatterBytes = std::int64_t(flatGrad.nbytes());
         m_ctx.comm->reduceScatter(viewOf(flatGrad), net::ReduceOp::Average, "grads." + m_layers[k].name);
+        m_scatterBytes = 0;
         s.grads.add_(mine(s, flatGrad));
         return wantInputGrad ? grads.back() : torch::Tensor();
     }
 
     const ModelLayer &layer(std::size_t k) const { return m_layers[k]; }
 
+    // Exact at any collective boundary: a layer held in full counts in
+    // params (its full size, of which the shard is a part); the buffer an
+    // all-gather is filling counts in comm until the gather has ended (then
+    // it is the layer, in params), and so does the full gradient buffer a
+    // reduce-scatter averages.
     MemoryBreakdown memory() const override
     {
         MemoryBreakdown m;
-        for (const auto &s : m_shards) {
+        for (std::size_t k = 0; k < m_shards.size(); ++k) {
+            const Shard &s = m_shards[k];
             m.params += s.values.nbytes();
             m.grads += s.grads.nbytes();
             for (const auto &t : s.opt->state())
                 m.optimizer += t.nbytes();
+            const std::int64_t beyondShard = 4 * s.flat->numel() - std::int64_t(s.values.nbytes());
+            if (s.materialised)
+                m.params += beyondShard;
+            else if (m_gathering == std::int64_t(k) && atCollectiveResult())
+                m.params += beyondShard; // gathered: the layer is held now
+            else if (m_gathering == std::int64_t(k))
+                m.comm += 4 * s.flat->numel();
         }
+        m.comm += m_scatterBytes;
         return m;
     }
 
@@ -214,6 +232,8 @@ private:
     std::vector<ModelLayer> m_layers;
     std::vector<Shard> m_shards;
     torch::Tensor m_anchor; // requires grad, so every layer's output does and backward reaches each
+    std::int64_t m_gathering = -1;  // the layer whose all-gather is in progress (memory())
+    std::int64_t m_scatterBytes = 0; // the gradient buffer a reduce-scatter is averaging
 };
 
 torch::Tensor GatheredLayer::forward(torch::autograd::AutogradContext *ctx, torch::Tensor input, torch::Tensor,
