@@ -1,12 +1,15 @@
 // `smolctl bench train`. Rounds alternate the configurations so machine
 // noise hits each alike; each figure is the median over rounds.
 //
-// The "attached" sink does what a session recorder does on the I/O threads:
-// copy every frame event into a buffer under a lock. "Detached" runs with no
-// sink at all (one relaxed atomic load per frame).
+// The "attached" sink does what a session recorder does: copy every frame
+// event (on the I/O threads), every span and every memory sample (before and
+// after each collective, on the node threads) into buffers under a lock.
+// "Detached" runs with no sink at all (one relaxed atomic load per frame).
 #include "train_bench.h"
 
 #include "trainer.h"
+
+#include "engine/session/session_events.h"
 
 #include <algorithm>
 #include <mutex>
@@ -15,22 +18,39 @@ namespace smol::engine {
 
 namespace {
 
-class RecordingSink : public net::TraceSink {
+class RecordingSink : public SessionEventSink {
 public:
     void onFrame(const net::FrameEvent &e) override
     {
         std::lock_guard lock(m_mutex);
         m_events.push_back(e);
     }
-    std::size_t size()
+    void onSpan(const SpanEvent &s) override
+    {
+        std::lock_guard lock(m_mutex);
+        m_spans.push_back(s);
+    }
+    void onMemory(const MemorySample &m) override
+    {
+        std::lock_guard lock(m_mutex);
+        m_memory.push_back(m);
+    }
+    std::size_t frames()
     {
         std::lock_guard lock(m_mutex);
         return m_events.size();
+    }
+    std::size_t memorySamples()
+    {
+        std::lock_guard lock(m_mutex);
+        return m_memory.size();
     }
 
 private:
     std::mutex m_mutex;
     std::vector<net::FrameEvent> m_events;
+    std::vector<SpanEvent> m_spans;
+    std::vector<MemorySample> m_memory;
 };
 
 double median(std::vector<double> v)
@@ -74,7 +94,7 @@ int runTrainBench(const QStringList &args, QTextStream &out, QTextStream &err)
         << "# median of " << rounds << " alternating rounds\n";
     out.flush();
     std::vector<double> single, ddp, detached, attached;
-    std::size_t events = 0;
+    std::size_t events = 0, memorySamples = 0;
     try {
         for (int r = 0; r < rounds; ++r) {
             single.push_back(runTraining(config("single", 1)).samplesPerS);
@@ -84,9 +104,10 @@ int runTrainBench(const QStringList &args, QTextStream &out, QTextStream &err)
             ddp.push_back(plain.samplesPerS);
             detached.push_back(1000 * plain.seconds / double(steps));
             RecordingSink sink;
-            d.traceSink = &sink;
+            d.events = &sink;
             attached.push_back(1000 * runTraining(d).seconds / double(steps));
-            events = sink.size();
+            events = sink.frames();
+            memorySamples = sink.memorySamples();
         }
     } catch (const std::exception &e) {
         err << "smolctl bench train: " << e.what() << "\n";
@@ -98,7 +119,7 @@ int runTrainBench(const QStringList &args, QTextStream &out, QTextStream &err)
     out << "ratio ddp/single: " << QString::number(s > 0 ? p / s : 0, 'f', 2) << "\n";
     out << "ddp step time, trace sink detached: " << QString::number(dt, 'f', 3) << " ms\n";
     out << "ddp step time, trace sink attached: " << QString::number(a, 'f', 3) << " ms (" << events
-        << " frame events recorded per run)\n";
+        << " frame events and " << memorySamples << " memory samples at collectives recorded per run)\n";
     out << "trace overhead ratio attached/detached: " << QString::number(dt > 0 ? a / dt : 0, 'f', 3)
         << " (target <= 1.03)\n";
     return 0;
