@@ -1080,6 +1080,7 @@ void MainWindow::showRemoteNodes()
     });
 
     auto *nodes = new QLabel(&dialog);
+    nodes->setAlignment(Qt::AlignTop | Qt::AlignLeft);
     auto refresh = [this, nodes] {
         QStringList lines;
         if (m_state)
