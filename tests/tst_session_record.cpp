@@ -73,7 +73,9 @@ void checkSession(const QString &path, const TrainSummary &s, const TrainConfig 
     QVERIFY(info.spans[std::size_t(SpanEvent::Kind::Collective)] >= perNodeSteps);
     QCOMPARE(info.spans[std::size_t(SpanEvent::Kind::Collective)] % std::uint64_t(c.nodes), std::uint64_t(0));
     QCOMPARE(info.spans[std::size_t(SpanEvent::Kind::Pause)], std::uint64_t(0));
-    QCOMPARE(info.memory, perNodeSteps);
+    // One sample per node and step, and one before and one after every collective.
+    QCOMPARE(info.memory - info.memoryAtCollectives, perNodeSteps);
+    QCOMPARE(info.memoryAtCollectives, 2 * info.spans[std::size_t(SpanEvent::Kind::Collective)]);
     QVERIFY(info.finalLoss.has_value());
     QCOMPARE(*info.finalLoss, s.finalLoss);
 
