@@ -11,16 +11,26 @@
 //   step, a click on an arrow emits activated() with that packet;
 // - packets in flight: live, an unreceived send is drawn moving; in a
 //   replay, a packet is in flight exactly while the playhead is between its
-//   send start and its arrival.
+//   send start and its arrival;
+// - the memory budget: a live run fed far past a small budget stays within
+//   it (plus a block), keeps every newest event and drops the oldest in
+//   chunks; lookups on what is kept equal a fresh TimelineData's fed only
+//   those events; the history-start mark is reported and painted (and
+//   nothing before it is hit); the widget moves its selection with the
+//   events or clears it, and a replay (not live) is never trimmed.
+#include "widgets/palette.h"
 #include "widgets/timeline_data.h"
 #include "widgets/timeline_renderer.h"
 #include "widgets/timeline_view.h"
 
+#include <QFontMetricsF>
 #include <QImage>
 #include <QPainter>
+#include <QSet>
 #include <QSignalSpy>
 #include <QTest>
 
+#include <functional>
 #include <random>
 
 using namespace smol::widgets;
@@ -61,6 +71,111 @@ TimeAxis axisOf(double nsPerPixel, std::int64_t start = 0, double width = 1000)
     a.nsPerPixel = nsPerPixel;
     a.width = width;
     return a;
+}
+
+using Batch = std::function<void(const std::vector<TimelineFrameSide> &, const std::vector<TimelineSpan> &)>;
+
+// A 4-node ddp run as the live bridge delivers it, one batch per step
+// (frames, then spans): forward and backward spans, two ring all-reduces of
+// 2 (K-1) phases in which each node sends its chunk to the next in 4 frames
+// (send and receive sides), collective, optimizer and step spans. Seeded:
+// the same call makes the same events.
+void liveRun(std::size_t frameSides, const Batch &batch)
+{
+    constexpr int kNodes = 4;
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int> jitter(0, 2000);
+    std::int64_t t = 1'000'000'000;
+    std::size_t sides = 0;
+    std::uint64_t seq = 0;
+    for (std::int64_t step = 0; sides < frameSides; ++step) {
+        std::vector<TimelineFrameSide> frames;
+        std::vector<TimelineSpan> spans;
+        std::int64_t nodeT[kNodes];
+        for (int r = 0; r < kNodes; ++r) {
+            const std::int64_t f = 200'000 + 10 * jitter(rng), b = 300'000 + 10 * jitter(rng);
+            spans.push_back(
+                {r, TimelineSpanKind::Forward, QStringLiteral("forward"), t, t + f, step, 0, 0, 0});
+            spans.push_back(
+                {r, TimelineSpanKind::Backward, QStringLiteral("backward"), t + f, t + f + b, step, 0, 0, 0});
+            nodeT[r] = t + f + b;
+        }
+        for (int bucket = 0; bucket < 2; ++bucket, ++seq) {
+            const std::int64_t start = *std::max_element(nodeT, nodeT + kNodes);
+            std::int64_t phaseT = start;
+            for (int phase = 0; phase < 2 * (kNodes - 1); ++phase) {
+                std::int64_t phaseEnd = phaseT;
+                for (int r = 0; r < kNodes; ++r) {
+                    std::int64_t s = phaseT + 10 * r;
+                    for (std::uint32_t k = 0; k < 4; ++k) {
+                        const std::uint32_t tag = std::uint32_t(phase) * 4 + k;
+                        const std::int64_t sendEnd = s + 6'000 + jitter(rng);
+                        const std::int64_t recvEnd = sendEnd + 2'500 + jitter(rng);
+                        TimelineFrameSide send = side(true, r, (r + 1) % kNodes, seq, tag, s, sendEnd);
+                        TimelineFrameSide recv = side(false, r, (r + 1) % kNodes, seq, tag, s, recvEnd);
+                        send.bytes = recv.bytes = 16'000 + tag;
+                        frames.push_back(send);
+                        frames.push_back(recv);
+                        phaseEnd = std::max(phaseEnd, recvEnd);
+                        s = sendEnd;
+                    }
+                }
+                phaseT = phaseEnd;
+            }
+            for (int r = 0; r < kNodes; ++r) {
+                spans.push_back({r, TimelineSpanKind::Collective, QStringLiteral("bucket %1").arg(bucket),
+                                 start, phaseT, step, 6, seq, 64'000});
+                nodeT[r] = phaseT;
+            }
+        }
+        std::int64_t end = 0;
+        for (int r = 0; r < kNodes; ++r) {
+            spans.push_back({r, TimelineSpanKind::Optimizer, QStringLiteral("sgd"), nodeT[r],
+                             nodeT[r] + 50'000, step, 0, 0, 0});
+            spans.push_back({r, TimelineSpanKind::Step, {}, t, nodeT[r] + 50'000 + r, step, 0, 0, 0});
+            end = std::max(end, nodeT[r] + 50'000 + r);
+        }
+        t = end + 10'000;
+        sides += frames.size();
+        batch(frames, spans);
+    }
+}
+
+void feed(TimelineData &d, const std::vector<TimelineFrameSide> &frames,
+          const std::vector<TimelineSpan> &spans)
+{
+    for (const auto &f : frames)
+        d.addFrame(f);
+    for (const auto &s : spans)
+        d.addSpan(s);
+}
+
+// The largest block a BlockList of the timeline takes (16 KiB of prefix sums).
+constexpr std::size_t kBlockBytes = 16384;
+
+bool samePacket(const TimelinePacket &a, const TimelinePacket &b)
+{
+    return a.sendStartNs == b.sendStartNs && a.sendEndNs == b.sendEndNs && a.recvEndNs == b.recvEndNs &&
+           a.seq == b.seq && a.bytes == b.bytes && a.tag == b.tag && a.src == b.src && a.dst == b.dst &&
+           a.collective == b.collective;
+}
+
+bool sameSpan(const TimelineData &da, const StoredSpan &a, const TimelineData &db, const StoredSpan &b)
+{
+    return a.startNs == b.startNs && a.endNs == b.endNs && a.step == b.step && a.seq == b.seq &&
+           a.bytes == b.bytes && a.kind == b.kind && a.collective == b.collective &&
+           da.name(a.name) == db.name(b.name);
+}
+
+bool sameItems(const std::vector<LodItem> &a, const std::vector<LodItem> &b)
+{
+    if (a.size() != b.size())
+        return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (a[i].first != b[i].first || a[i].count != b[i].count || a[i].startNs != b[i].startNs ||
+            a[i].endNs != b[i].endNs)
+            return false;
+    return true;
 }
 
 } // namespace
@@ -453,6 +568,249 @@ private Q_SLOTS:
         QVERIFY(v.axis().startNs <= pk.sendStartNs && v.axis().endNs() >= pk.recvEndNs);
         QVERIFY(v.axis().spanNs() < 2 * (pk.recvEndNs - pk.sendStartNs));
         QVERIFY(!v.renderImage().isNull());
+    }
+
+    // 1M frame sides (about 60 MB unbounded) into a 4 MiB budget.
+    void budgetKeepsNewestEvents()
+    {
+        constexpr std::size_t kBudget = std::size_t(4) << 20;
+        constexpr std::size_t kSides = 1'000'000;
+        TimelineData live;
+        live.setMemoryBudget(kBudget);
+        std::size_t maxHeld = 0, sends = 0, spans = 0;
+        std::int64_t firstNs = -1;
+        liveRun(kSides, [&](const auto &frames, const auto &batchSpans) {
+            feed(live, frames, batchSpans);
+            maxHeld = std::max(maxHeld, live.memoryBytes());
+            sends += frames.size() / 2;
+            for (const auto &sp : batchSpans)
+                spans += sp.kind == TimelineSpanKind::Step ? 0 : 1;
+            if (firstNs < 0)
+                firstNs = batchSpans.front().startNs; // the first forward
+        });
+        QVERIFY(live.historyDropped());
+        QCOMPARE(live.droppedBudget(), kBudget);
+        QVERIFY2(maxHeld <= kBudget + kBlockBytes, qPrintable(QString::number(maxHeld)));
+        // It holds what the budget allows, not much less.
+        QVERIFY2(live.memoryBytes() >= kBudget - 2 * live.dropChunkBytes(),
+                 qPrintable(QString::number(live.memoryBytes())));
+        // Dropped a chunk at a time: ~60 MB through 256 KiB chunks is a few hundred drops, not one per event.
+        QVERIFY2(live.dropGeneration() < 4 * 60'000'000 / live.dropChunkBytes(),
+                 qPrintable(QString::number(live.dropGeneration())));
+        const std::int64_t cut = live.historyStartNs();
+        qInfo("kept %zu of %zu packets, %zu spans; peak %zu bytes (budget %zu), %llu drops",
+              live.packetCount(), sends, live.spanCount(), maxHeld, kBudget,
+              (unsigned long long)live.dropGeneration());
+        QVERIFY(cut > firstNs);
+        QCOMPARE(live.beginNs(), cut);
+        QCOMPARE(live.packetCount() + live.droppedPackets(), sends);
+        QVERIFY(live.droppedPackets() > sends / 2);
+        QVERIFY(live.spanCount() + live.droppedSpans() >= spans); // straddling spans are kept, clipped
+        QCOMPARE(live.originNs(), firstNs); // the ruler still counts from the run's start
+
+        // A fresh TimelineData fed only what is kept: the same events, and the same answers.
+        TimelineData kept;
+        liveRun(kSides, [&](const auto &frames, const auto &batchSpans) {
+            for (const auto &f : frames)
+                if (f.sendStartNs >= cut)
+                    kept.addFrame(f);
+            for (TimelineSpan sp : batchSpans)
+                if (std::max(sp.startNs, sp.endNs) >= cut) {
+                    sp.startNs = std::max(sp.startNs, cut);
+                    kept.addSpan(sp);
+                }
+        });
+        QCOMPARE(live.packetCount(), kept.packetCount());
+        QCOMPARE(live.spanCount(), kept.spanCount());
+        QCOMPARE(live.endNs(), kept.endNs());
+        QCOMPARE(live.inFlightCount(), std::size_t(0));
+        QCOMPARE(live.laneCount(), kept.laneCount());
+        QVERIFY(live.stepStarts() == kept.stepStarts());
+        std::mt19937 rng(5);
+        for (int lane = 0; lane < live.laneCount(); ++lane) {
+            const auto &a = live.packets(lane), &b = kept.packets(lane);
+            QCOMPARE(a.size(), b.size());
+            for (std::size_t i = 0; i < a.size(); ++i)
+                QVERIFY2(samePacket(a[i], b[i]),
+                         qPrintable(QStringLiteral("lane %1 packet %2").arg(lane).arg(i)));
+            QVERIFY(a.front().sendStartNs >= cut);
+            for (int k = 0; k < 50; ++k) {
+                const std::size_t first = std::uniform_int_distribution<std::size_t>(0, a.size() - 1)(rng);
+                const std::size_t count = std::uniform_int_distribution<std::size_t>(1, 5000)(rng);
+                QCOMPARE(live.packetBytes(lane, first, count), kept.packetBytes(lane, first, count));
+            }
+            for (auto row :
+                 {TimelineData::Row::Compute, TimelineData::Row::Collective, TimelineData::Row::Pause}) {
+                const auto &sa = live.spans(lane, row), &sb = kept.spans(lane, row);
+                QCOMPARE(sa.size(), sb.size());
+                for (std::size_t i = 0; i < sa.size(); ++i)
+                    QVERIFY(sameSpan(live, sa[i], kept, sb[i]));
+            }
+            const double range = double(live.endNs() - cut);
+            for (double across : {range, range / 50, 2e6, 50e3}) {
+                for (double at : {0.0, 0.3, 0.97}) {
+                    const TimeAxis axis = axisOf(across / 1000, cut + std::int64_t(at * (range - across)));
+                    const std::int64_t t0 = axis.startNs, t1 = axis.endNs();
+                    QVERIFY(sameItems(live.collapsePackets(lane, axis, t0, t1, 5, 64),
+                                      kept.collapsePackets(lane, axis, t0, t1, 5, 64)));
+                    for (auto row : {TimelineData::Row::Compute, TimelineData::Row::Collective})
+                        QVERIFY(sameItems(live.collapseSpans(lane, row, axis, t0, t1, 3, 64),
+                                          kept.collapseSpans(lane, row, axis, t0, t1, 3, 64)));
+                }
+            }
+            for (int k = 0; k < 200; ++k) {
+                const std::int64_t t =
+                    cut + std::int64_t(std::uniform_real_distribution<double>(0, range)(rng));
+                QCOMPARE(live.stepAt(lane, t), kept.stepAt(lane, t));
+            }
+        }
+        for (const auto &[step, start] : kept.stepStarts())
+            QVERIFY(live.stepRange(step) == kept.stepRange(step));
+        QVERIFY(!live.stepRange(0)); // the first steps are gone
+    }
+
+    void historyMarkIsPainted()
+    {
+        TimelineData d;
+        d.setMemoryBudget(TimelineData::kMinBudget);
+        liveRun(200'000, [&](const auto &frames, const auto &spans) { feed(d, frames, spans); });
+        QVERIFY(d.historyDropped());
+        const QString text = TimelineRenderer::historyMarkText(d);
+        QVERIFY2(text.startsWith(QStringLiteral("history before ")) &&
+                     text.endsWith(QStringLiteral(" s dropped (budget 1.0 MiB)")),
+                 qPrintable(text));
+        QImage image(1000, 300, QImage::Format_ARGB32_Premultiplied);
+        TimelineRenderer r;
+        r.layout(QRectF(0, 0, 1000, 300), d.laneCount());
+        TimeAxis a;
+        a.left = r.timeLeft();
+        a.width = r.timeWidth();
+        a.clampTo(d.beginNs(), d.endNs());
+        auto paint = [&] {
+            QPainter p(&image);
+            r.paint(p, d, a, {});
+        };
+        // Zoomed out, the kept range fills the view and the mark is its left edge.
+        a.fit();
+        QCOMPARE(a.startNs, d.historyStartNs());
+        paint();
+        QVERIFY(!r.historyMarkRect().isEmpty());
+        QVERIFY(r.historyMarkRect().left() <= r.timeLeft() + 2);
+        // Panned left as far as the view goes: the line is inside, the time before it hatched.
+        a.panPixels(a.width);
+        const double lineX = a.x(d.historyStartNs());
+        QVERIFY(lineX > r.timeLeft() + 100);
+        paint();
+        const QRectF mark = r.historyMarkRect();
+        QVERIFY(mark.left() <= lineX && mark.left() >= lineX - 3);
+        QVERIFY(mark.width() > QFontMetricsF(QFont()).horizontalAdvance(QStringLiteral("history before")));
+        const QColor line = Palette::normal().text;
+        const int y = int(r.rowRect(1, TimelineData::Row::Compute).center().y());
+        QCOMPARE(image.pixelColor(int(lineX), y).rgb(), line.rgb());
+        QSet<QRgb> hatch;
+        for (int x = int(r.timeLeft()) + 2; x < int(lineX) - 3; ++x)
+            hatch.insert(image.pixelColor(x, y).rgb());
+        QVERIFY2(hatch.size() >= 2, "the dropped history is hatched"); // a plain band would be one colour
+        for (int yy = 0; yy < image.height(); yy += 3)
+            QCOMPARE(int(r.hitTest(QPointF(lineX - 20, yy)).kind), int(TimelineHit::Kind::None));
+        // Nothing dropped: no mark.
+        TimelineData whole;
+        liveRun(20'000, [&](const auto &frames, const auto &spans) { feed(whole, frames, spans); });
+        QVERIFY(!whole.historyDropped());
+        QVERIFY(TimelineRenderer::historyMarkText(whole).isEmpty());
+        a.clampTo(whole.beginNs(), whole.endNs());
+        a.fit();
+        {
+            QPainter p(&image);
+            r.paint(p, whole, a, {});
+        }
+        QVERIFY(r.historyMarkRect().isEmpty());
+    }
+
+    // The widget: live it keeps to its budget and moves the selection with
+    // its events (or clears it when they go); a replay is never trimmed.
+    void viewBudgetAndSelection()
+    {
+        TimelineView v;
+        v.resize(900, 300);
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        QCOMPARE(v.data().memoryBudget(), std::size_t(0)); // not live yet
+        v.setLive(true);
+        QCOMPARE(v.liveMemoryBudget(), TimelineData::kDefaultLiveBudget);
+        QCOMPARE(v.data().memoryBudget(), TimelineData::kDefaultLiveBudget);
+        v.setLiveMemoryBudget(TimelineData::kMinBudget);
+        QCOMPARE(v.data().memoryBudget(), TimelineData::kMinBudget);
+        TimelineData &d = v.data();
+        std::function<bool()> stop;
+        auto run = [&](std::size_t sides) {
+            liveRun(sides, [&](const auto &frames, const auto &spans) {
+                if (stop && stop())
+                    return;
+                feed(d, frames, spans);
+                v.dataChanged();
+            });
+        };
+        // Select lane 0's newest packet, then feed until history is dropped but that packet is kept.
+        run(10'000);
+        QVERIFY(!d.historyDropped());
+        const std::size_t newest = d.packets(0).size() - 1;
+        const TimelinePacket chosen = d.packets(0)[newest];
+        TimelineHit hit;
+        hit.kind = TimelineHit::Kind::Packet;
+        hit.lane = 0;
+        hit.first = newest;
+        hit.count = 1;
+        hit.startNs = chosen.sendStartNs;
+        v.select(hit);
+        // Fresh runs restart their clock; continue after what is there.
+        const std::int64_t offset = d.endNs() + 1'000'000 - 1'000'000'000;
+        auto runOn = [&](std::size_t sides) {
+            liveRun(sides, [&](std::vector<TimelineFrameSide> frames, std::vector<TimelineSpan> spans) {
+                if (stop && stop())
+                    return;
+                for (auto &f : frames) {
+                    f.sendStartNs += offset;
+                    f.sendCompleteNs += f.send ? offset : 0;
+                    f.recvCompleteNs += f.send ? 0 : offset;
+                }
+                for (auto &sp : spans) {
+                    sp.startNs += offset;
+                    sp.endNs += offset;
+                    sp.step += 100'000;
+                }
+                feed(d, frames, spans);
+                v.dataChanged();
+            });
+        };
+        stop = [&] { return d.historyDropped(); };
+        runOn(400'000);
+        QVERIFY(d.historyDropped());
+        QVERIFY(d.historyStartNs() <= chosen.sendStartNs);
+        QCOMPARE(int(v.selected().kind), int(TimelineHit::Kind::Packet));
+        QVERIFY(v.selected().first < newest); // moved with the dropped prefix
+        QVERIFY(samePacket(d.packets(0)[v.selected().first], chosen));
+        // Until the next paint the old picture's items are not hit (their indexes are stale).
+        QCOMPARE(int(v.hitAt(QPointF(450, 150)).kind), int(TimelineHit::Kind::None));
+        // Feed on until it is dropped: the selection goes with it.
+        stop = [&] { return d.historyStartNs() > chosen.sendStartNs; };
+        runOn(2'000'000);
+        QVERIFY(d.historyStartNs() > chosen.sendStartNs);
+        QCOMPARE(int(v.selected().kind), int(TimelineHit::Kind::None));
+        QVERIFY(d.memoryBytes() <= TimelineData::kMinBudget + kBlockBytes);
+        v.repaint();
+        QVERIFY(v.axis().startNs >=
+                d.historyStartNs() - v.axis().spanNs() / 4); // the kept range, a quarter width of slack
+
+        // Not live (a replay): no budget, nothing dropped however much is loaded.
+        v.clear();
+        v.setLive(false);
+        QCOMPARE(v.data().memoryBudget(), std::size_t(0));
+        stop = {};
+        run(200'000);
+        QVERIFY(!d.historyDropped());
+        QVERIFY(d.memoryBytes() > 4 * TimelineData::kMinBudget);
+        QVERIFY(d.packetCount() >= std::size_t(100'000));
     }
 };
 

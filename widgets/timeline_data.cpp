@@ -21,8 +21,10 @@ bool sameFrame(int collective, std::uint64_t seq, std::uint32_t tag, int c2, std
 void TimelineData::clear()
 {
     const QStringList names = m_collectiveNames;
+    const std::size_t budget = m_budget;
     *this = TimelineData();
     m_collectiveNames = names;
+    m_budget = budget;
 }
 
 void TimelineData::setNodes(const QStringList &names)
@@ -66,27 +68,40 @@ std::uint32_t TimelineData::intern(const QString &name)
     return index;
 }
 
-void TimelineData::insertPacket(Lane &l, const TimelinePacket &p)
+bool TimelineData::insertPacket(Lane &l, const TimelinePacket &p)
 {
     auto &v = l.packets;
-    std::size_t at = v.size();
+    const std::size_t n = v.size();
+    std::size_t at = n;
     if (!v.empty() && v.back().sendStartNs > p.sendStartNs) // out of order: usually near the end
         at = std::size_t(std::upper_bound(v.begin(), v.end(), p.sendStartNs,
                                           [](std::int64_t t, const TimelinePacket &q) { return t < q.sendStartNs; }) -
                          v.begin());
-    v.insert(v.begin() + std::ptrdiff_t(at), p);
-    l.prefixValid = std::min(l.prefixValid, at);
+    bool grew = v.insert(at, p);
+    // The byte prefix sums follow appends; an insert before the end makes
+    // them stale from there on (packetBytes() redoes them).
+    if (at == n && l.prefixValid == n) {
+        grew |= l.prefixBytes.push_back((n > 0 ? l.prefixBytes[n - 1] : 0) + p.bytes);
+        l.prefixValid = n + 1;
+    } else {
+        grew |= l.prefixBytes.push_back(0);
+        l.prefixValid = std::min(l.prefixValid, at);
+    }
     ++m_packetCount;
+    return grew;
 }
 
 TimelinePacket *TimelineData::findPacket(int src, const Pending &send, int dst)
 {
     auto &v = lane(src).packets;
-    auto it = std::lower_bound(v.begin(), v.end(), send.sendStartNs,
-                               [](const TimelinePacket &q, std::int64_t t) { return q.sendStartNs < t; });
-    for (; it != v.end() && it->sendStartNs == send.sendStartNs; ++it)
-        if (it->dst == dst && !it->received() && sameFrame(it->collective, it->seq, it->tag, send.collective, send.seq, send.tag))
-            return &*it;
+    std::size_t i = std::size_t(
+        std::lower_bound(v.begin(), v.end(), send.sendStartNs,
+                         [](const TimelinePacket &q, std::int64_t t) { return q.sendStartNs < t; }) -
+        v.begin());
+    for (; i < v.size() && v[i].sendStartNs == send.sendStartNs; ++i)
+        if (v[i].dst == dst && !v[i].received() &&
+            sameFrame(v[i].collective, v[i].seq, v[i].tag, send.collective, send.seq, send.tag))
+            return &v[i];
     return nullptr;
 }
 
@@ -95,6 +110,10 @@ void TimelineData::addFrame(const TimelineFrameSide &f)
     if (f.src < 0 || f.dst < 0 || f.src == f.dst || f.src > 0xffff || f.dst > 0xffff)
         return; // a backend's per-collective event (no frames to draw), or nonsense
     lane(std::max(f.src, f.dst));
+    if ((f.send ? f.sendStartNs : f.recvCompleteNs) < m_keptFromNs) { // late, for the dropped history
+        m_droppedPackets += f.send ? 1 : 0;
+        return;
+    }
     Link &link = m_links[{f.src, f.dst}];
     if (f.send) {
         grow(f.sendStartNs, std::max(f.sendStartNs, f.sendCompleteNs));
@@ -117,9 +136,10 @@ void TimelineData::addFrame(const TimelineFrameSide &f)
                 break;
             }
         }
-        insertPacket(lane(f.src), p);
         if (!p.received())
             link.sends.push_back(Pending{f.collective, f.seq, f.tag, p.sendStartNs, p.sendEndNs, f.bytes});
+        if (insertPacket(lane(f.src), p))
+            enforceBudget();
         return;
     }
     grow(f.recvCompleteNs, f.recvCompleteNs);
@@ -139,15 +159,13 @@ void TimelineData::addFrame(const TimelineFrameSide &f)
     link.receives.push_back(Pending{f.collective, f.seq, f.tag, f.sendStartNs, f.recvCompleteNs, f.bytes});
 }
 
-void TimelineData::insertByStart(std::vector<StoredSpan> &list, const StoredSpan &s)
+bool TimelineData::insertByStart(BlockList<StoredSpan> &list, const StoredSpan &s)
 {
-    if (list.empty() || list.back().startNs <= s.startNs) {
-        list.push_back(s);
-        return;
-    }
+    if (list.empty() || list.back().startNs <= s.startNs)
+        return list.push_back(s);
     const auto at = std::upper_bound(list.begin(), list.end(), s.startNs,
                                      [](std::int64_t t, const StoredSpan &q) { return t < q.startNs; });
-    list.insert(at, s);
+    return list.insert(std::size_t(at - list.begin()), s);
 }
 
 void TimelineData::addSpan(const TimelineSpan &s)
@@ -155,11 +173,18 @@ void TimelineData::addSpan(const TimelineSpan &s)
     if (s.node < 0 || s.node > 0xffff)
         return;
     const std::int64_t end = std::max(s.startNs, s.endNs);
-    grow(s.startNs, end);
+    if (end < m_keptFromNs) { // wholly in the dropped history
+        m_droppedSpans += s.kind == TimelineSpanKind::Step ? 0 : 1;
+        return;
+    }
+    // One that began there (a long pause reported as it ends) is kept from
+    // where the history starts, so every list stays after historyStartNs().
+    const std::int64_t start = std::max(s.startNs, m_keptFromNs);
+    grow(start, end);
     if (s.kind == TimelineSpanKind::Step) {
-        auto [it, fresh] = m_stepStarts.emplace(s.step, s.startNs);
+        auto [it, fresh] = m_stepStarts.emplace(s.step, start);
         if (!fresh)
-            it->second = std::min(it->second, s.startNs);
+            it->second = std::min(it->second, start);
         auto [e, freshEnd] = m_stepEnds.emplace(s.step, end);
         if (!freshEnd)
             e->second = std::max(e->second, end);
@@ -167,7 +192,7 @@ void TimelineData::addSpan(const TimelineSpan &s)
         return;
     }
     StoredSpan st;
-    st.startNs = s.startNs;
+    st.startNs = start;
     st.endNs = end;
     st.step = s.step;
     st.seq = s.seq;
@@ -179,14 +204,14 @@ void TimelineData::addSpan(const TimelineSpan &s)
     const Row row = s.kind == TimelineSpanKind::Collective ? Row::Collective
                     : s.kind == TimelineSpanKind::Pause    ? Row::Pause
                                                            : Row::Compute;
-    auto &list = row == Row::Collective ? l.collectives : row == Row::Pause ? l.pauses : l.compute;
-    insertByStart(list, st);
     std::int64_t &longest = l.longestSpan[int(row)];
-    longest = std::max(longest, end - s.startNs);
+    longest = std::max(longest, end - start);
     ++m_spanCount;
+    if (insertByStart(l.row(row), st))
+        enforceBudget();
 }
 
-const std::vector<StoredSpan> &TimelineData::spans(int lane, Row row) const
+const BlockList<StoredSpan> &TimelineData::spans(int lane, Row row) const
 {
     const Lane &l = m_lanes[std::size_t(lane)];
     return row == Row::Collective ? l.collectives : row == Row::Pause ? l.pauses : l.compute;
@@ -222,11 +247,7 @@ std::size_t TimelineData::inFlightCount() const
 std::size_t TimelineData::memoryBytes() const
 {
     std::size_t bytes = sizeof(*this);
-    for (const Lane &l : m_lanes) {
-        bytes += sizeof(Lane) + l.packets.capacity() * sizeof(TimelinePacket) +
-                 l.prefixBytes.capacity() * sizeof(std::uint64_t) +
-                 (l.compute.capacity() + l.collectives.capacity() + l.pauses.capacity()) * sizeof(StoredSpan);
-    }
+    bytes += m_lanes.capacity() * sizeof(Lane) + eventBytes();
     for (const auto &[key, link] : m_links)
         bytes += 64 + (link.sends.size() + link.receives.size()) * sizeof(Pending);
     for (const QString &n : m_names)
@@ -235,23 +256,137 @@ std::size_t TimelineData::memoryBytes() const
     return bytes;
 }
 
+std::size_t TimelineData::eventBytes() const
+{
+    std::size_t bytes = 0;
+    for (const Lane &l : m_lanes)
+        bytes += l.packets.bytes() + l.prefixBytes.bytes() + l.compute.bytes() + l.collectives.bytes() +
+                 l.pauses.bytes();
+    return bytes;
+}
+
+void TimelineData::setMemoryBudget(std::size_t bytes)
+{
+    m_budget = bytes == 0 ? 0 : std::max(bytes, kMinBudget);
+    enforceBudget();
+}
+
+std::uint64_t TimelineData::packetsDroppedFrom(int laneIndex) const
+{
+    return laneIndex >= 0 && laneIndex < laneCount() ? m_lanes[std::size_t(laneIndex)].droppedPackets : 0;
+}
+
+std::uint64_t TimelineData::spansDroppedFrom(int laneIndex, Row row) const
+{
+    return laneIndex >= 0 && laneIndex < laneCount() ? m_lanes[std::size_t(laneIndex)].droppedSpans[int(row)]
+                                                     : 0;
+}
+
+void TimelineData::enforceBudget()
+{
+    if (m_budget == 0 || m_dropping || m_begin > m_end)
+        return;
+    std::size_t held = memoryBytes();
+    if (held <= m_budget)
+        return;
+    m_dropping = true;
+    // Down to a chunk under the budget, so the next drop is a chunk of
+    // events away: each costs O(lanes + blocks + pending), O(1) per event.
+    const std::size_t target = m_budget - dropChunkBytes();
+    // Where to cut: assume the events are spread evenly in time over what
+    // is kept and cut the fraction that frees enough; a burst or the blocks
+    // left half-used take another round or two.
+    for (int round = 0; round < 64 && held > target && m_begin < m_end; ++round) {
+        const std::size_t freeable = eventBytes();
+        if (freeable == 0)
+            break;
+        const double fraction = std::min(1.0, double(held - target) / double(freeable));
+        const double kept = double(m_end - m_begin);
+        const std::int64_t step =
+            std::max<std::int64_t>(std::llround(fraction * kept), std::int64_t(kept / 256) + 1);
+        dropBefore(std::min(m_end, m_begin + step)); // the newest events always stay
+        held = memoryBytes();
+    }
+    m_dropping = false;
+}
+
+void TimelineData::dropBefore(std::int64_t cut)
+{
+    if (!m_hasOrigin) { // the ruler keeps counting from the run's start
+        m_origin = m_begin;
+        m_hasOrigin = true;
+    }
+    const auto beforeCut = [cut](std::int64_t t) { return t < cut; };
+    for (Lane &l : m_lanes) {
+        const std::size_t k = std::size_t(
+            std::lower_bound(l.packets.begin(), l.packets.end(), cut,
+                             [](const TimelinePacket &q, std::int64_t t) { return q.sendStartNs < t; }) -
+            l.packets.begin());
+        l.packets.dropFront(k);
+        l.prefixBytes.dropFront(k); // the rest stay prefix sums (plus a constant)
+        l.prefixValid = l.prefixValid > k ? l.prefixValid - k : 0;
+        l.droppedPackets += k;
+        m_packetCount -= k;
+        m_droppedPackets += k;
+        const auto byStart = [](const StoredSpan &q, std::int64_t t) { return q.startNs < t; };
+        for (Row row : {Row::Compute, Row::Collective, Row::Pause}) {
+            BlockList<StoredSpan> &list = l.row(row);
+            std::size_t n =
+                std::size_t(std::lower_bound(list.begin(), list.end(), cut, byStart) - list.begin());
+            // Spans that began before the cut and go on after it (a long
+            // pause) stay, from the cut: moved, in order, to the end of the
+            // dropped prefix, so the list stays sorted by start.
+            const std::size_t from = std::size_t(
+                std::lower_bound(list.begin(), list.end(), cut - l.longestSpan[int(row)], byStart) -
+                list.begin());
+            const std::size_t prefix = n;
+            for (std::size_t j = prefix; j-- > from;)
+                if (list[j].endNs >= cut) {
+                    list[--n] = list[j];
+                    list[n].startNs = cut;
+                }
+            list.dropFront(n);
+            l.droppedSpans[int(row)] += n;
+            m_spanCount -= n;
+            m_droppedSpans += n;
+        }
+    }
+    // Steps (numbered in time order) that ended before the cut.
+    while (!m_stepStarts.empty()) {
+        const auto e = m_stepEnds.find(m_stepStarts.begin()->first);
+        if (e != m_stepEnds.end() && !beforeCut(e->second))
+            break;
+        if (e != m_stepEnds.end())
+            m_stepEnds.erase(e);
+        m_stepStarts.erase(m_stepStarts.begin());
+    }
+    for (auto it = m_stepStarts.begin(); it != m_stepStarts.end() && beforeCut(it->second); ++it)
+        it->second = cut; // a step going on at the cut starts there, as one reported later would
+    // Pairings waiting for a side that belongs to the dropped past.
+    for (auto &[key, link] : m_links) {
+        const auto sentBefore = [&](const Pending &p) { return beforeCut(p.sendStartNs); };
+        const auto receivedBefore = [&](const Pending &p) { return beforeCut(p.timeNs); };
+        link.sends.erase(std::remove_if(link.sends.begin(), link.sends.end(), sentBefore), link.sends.end());
+        link.receives.erase(std::remove_if(link.receives.begin(), link.receives.end(), receivedBefore),
+                            link.receives.end());
+    }
+    m_begin = std::max(m_begin, cut);
+    m_keptFromNs = std::max(m_keptFromNs, cut);
+    m_droppedBudget = m_budget;
+    ++m_dropGeneration;
+}
+
 std::uint64_t TimelineData::packetBytes(int laneIndex, std::size_t first, std::size_t count) const
 {
     const Lane &l = m_lanes[std::size_t(laneIndex)];
     const std::size_t n = l.packets.size();
     if (first >= n || count == 0)
         return 0;
-    const std::size_t last = std::min(n, first + count);
-    if (l.prefixBytes.size() != n + 1)
-        l.prefixBytes.resize(n + 1);
-    if (l.prefixValid > n)
-        l.prefixValid = 0;
-    if (l.prefixValid == 0)
-        l.prefixBytes[0] = 0;
+    const std::size_t last = std::min(n, first + count) - 1;
     for (std::size_t i = l.prefixValid; i < n; ++i)
-        l.prefixBytes[i + 1] = l.prefixBytes[i] + l.packets[i].bytes;
+        l.prefixBytes[i] = (i > 0 ? l.prefixBytes[i - 1] : 0) + l.packets[i].bytes;
     l.prefixValid = n;
-    return l.prefixBytes[last] - l.prefixBytes[first];
+    return l.prefixBytes[last] - l.prefixBytes[first] + l.packets[first].bytes;
 }
 
 std::optional<std::pair<std::int64_t, std::int64_t>> TimelineData::stepRange(std::int64_t step) const

@@ -14,6 +14,15 @@
 // view shows with binary searches: their cost grows with the pixels, not
 // with the events, so a full zoom-out over a million packets is cheap.
 // Not thread-safe: the GUI thread owns it.
+//
+// A memory budget (setMemoryBudget; the live view sets one, a replay does
+// not) bounds what is held: once memoryBytes() passes it, the oldest events
+// go, a sixteenth of the budget at a time, by time across every lane, so
+// what is kept is everything after historyStartNs(). The lists are
+// BlockLists, so dropping a prefix costs O(1) per event and the indexes
+// (sorted order, byte prefix sums, steps, pending pairings) stay valid.
+// Events that arrive later for the dropped past are not kept either. This
+// is the view's history only: a recording is written by engine/session.
 #pragma once
 
 #include "timeline_axis.h"
@@ -21,9 +30,13 @@
 #include <QString>
 #include <QStringList>
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <iterator>
+#include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -85,6 +98,166 @@ struct StoredSpan {
     std::uint8_t collective = 0;
 };
 
+// A sequence held in fixed-size blocks, indexed and binary-searched like a
+// vector (random-access iterators), for the timeline's sorted event lists.
+// Unlike a vector it can drop a prefix in O(1) per element (whole blocks are
+// freed, the rest does not move) and never holds a doubled capacity, so
+// bytes() is what the events really take: blocks * kBlockBytes-ish, plus
+// the block table. An insert away from the end shifts the elements after
+// it, like a vector's.
+template <typename T> class BlockList {
+public:
+    // Elements per block: a power of two near 16 KiB (256 packets or spans,
+    // 2048 prefix sums), so a lane with few events costs a few blocks.
+    static constexpr std::size_t kPerBlock = [] {
+        std::size_t n = 1;
+        while (2 * n * sizeof(T) <= 16384)
+            n *= 2;
+        return n;
+    }();
+
+    class const_iterator {
+    public:
+        using iterator_category = std::random_access_iterator_tag;
+        using value_type = T;
+        using difference_type = std::ptrdiff_t;
+        using pointer = const T *;
+        using reference = const T &;
+        const_iterator() = default;
+        const_iterator(const BlockList *list, std::size_t i)
+            : m_list(list)
+            , m_i(i)
+        {
+        }
+        reference operator*() const { return (*m_list)[m_i]; }
+        pointer operator->() const { return &(*m_list)[m_i]; }
+        reference operator[](difference_type n) const
+        {
+            return (*m_list)[std::size_t(difference_type(m_i) + n)];
+        }
+        const_iterator &operator++()
+        {
+            ++m_i;
+            return *this;
+        }
+        const_iterator operator++(int)
+        {
+            const_iterator c = *this;
+            ++m_i;
+            return c;
+        }
+        const_iterator &operator--()
+        {
+            --m_i;
+            return *this;
+        }
+        const_iterator operator--(int)
+        {
+            const_iterator c = *this;
+            --m_i;
+            return c;
+        }
+        const_iterator &operator+=(difference_type n)
+        {
+            m_i = std::size_t(difference_type(m_i) + n);
+            return *this;
+        }
+        const_iterator &operator-=(difference_type n) { return *this += -n; }
+        friend const_iterator operator+(const_iterator a, difference_type n) { return a += n; }
+        friend const_iterator operator+(difference_type n, const_iterator a) { return a += n; }
+        friend const_iterator operator-(const_iterator a, difference_type n) { return a -= n; }
+        friend difference_type operator-(const const_iterator &a, const const_iterator &b)
+        {
+            return difference_type(a.m_i) - difference_type(b.m_i);
+        }
+        friend bool operator==(const const_iterator &a, const const_iterator &b) { return a.m_i == b.m_i; }
+        friend bool operator!=(const const_iterator &a, const const_iterator &b) { return a.m_i != b.m_i; }
+        friend bool operator<(const const_iterator &a, const const_iterator &b) { return a.m_i < b.m_i; }
+        friend bool operator>(const const_iterator &a, const const_iterator &b) { return a.m_i > b.m_i; }
+        friend bool operator<=(const const_iterator &a, const const_iterator &b) { return a.m_i <= b.m_i; }
+        friend bool operator>=(const const_iterator &a, const const_iterator &b) { return a.m_i >= b.m_i; }
+
+    private:
+        const BlockList *m_list = nullptr;
+        std::size_t m_i = 0;
+    };
+
+    BlockList() = default;
+    BlockList(BlockList &&) noexcept = default;
+    BlockList &operator=(BlockList &&) noexcept = default;
+    BlockList(const BlockList &o)
+        : m_front(o.m_front)
+        , m_size(o.m_size)
+    {
+        for (const auto &b : o.m_blocks) {
+            m_blocks.push_back(std::make_unique<T[]>(kPerBlock));
+            std::copy(b.get(), b.get() + kPerBlock, m_blocks.back().get());
+        }
+    }
+    BlockList &operator=(const BlockList &o) { return *this = BlockList(o); }
+
+    std::size_t size() const { return m_size; }
+    bool empty() const { return m_size == 0; }
+    const T &operator[](std::size_t i) const
+    {
+        const std::size_t k = m_front + i;
+        return m_blocks[k / kPerBlock][k % kPerBlock];
+    }
+    T &operator[](std::size_t i)
+    {
+        const std::size_t k = m_front + i;
+        return m_blocks[k / kPerBlock][k % kPerBlock];
+    }
+    const T &front() const { return (*this)[0]; }
+    const T &back() const { return (*this)[m_size - 1]; }
+    const_iterator begin() const { return {this, 0}; }
+    const_iterator end() const { return {this, m_size}; }
+
+    // True when it took a new block (the owner's memory grew).
+    bool push_back(const T &v)
+    {
+        const bool grew = m_front + m_size == m_blocks.size() * kPerBlock;
+        if (grew)
+            m_blocks.push_back(std::make_unique<T[]>(kPerBlock));
+        ++m_size;
+        (*this)[m_size - 1] = v;
+        return grew;
+    }
+    // Before index `at`: the elements from `at` on move up by one, O(size - at).
+    bool insert(std::size_t at, const T &v)
+    {
+        if (at >= m_size)
+            return push_back(v);
+        const bool grew = push_back(back());
+        for (std::size_t i = m_size - 2; i > at; --i)
+            (*this)[i] = (*this)[i - 1];
+        (*this)[at] = v;
+        return grew;
+    }
+    // Forgets the first n elements; the blocks they wholly held are freed.
+    void dropFront(std::size_t n)
+    {
+        n = std::min(n, m_size);
+        m_front += n;
+        m_size -= n;
+        const std::size_t freed = m_size == 0 ? m_blocks.size() : m_front / kPerBlock;
+        m_blocks.erase(m_blocks.begin(), m_blocks.begin() + std::ptrdiff_t(freed));
+        m_front = m_size == 0 ? 0 : m_front - freed * kPerBlock;
+        if (m_blocks.capacity() > 2 * m_blocks.size() + 16)
+            m_blocks.shrink_to_fit();
+    }
+    void clear() { *this = BlockList(); }
+    std::size_t bytes() const
+    {
+        return m_blocks.size() * kPerBlock * sizeof(T) + m_blocks.capacity() * sizeof(std::unique_ptr<T[]>);
+    }
+
+private:
+    std::vector<std::unique_ptr<T[]>> m_blocks;
+    std::size_t m_front = 0; // index of element 0 in the first block
+    std::size_t m_size = 0;
+};
+
 // One thing a view draws: a single event (count == 1) or a run of events
 // too small to see apart, collapsed into a block that says how many it holds.
 struct LodItem {
@@ -112,12 +285,41 @@ public:
     void addFrame(const TimelineFrameSide &side);
     void addSpan(const TimelineSpan &span);
 
+    // The live view's default budget. A 4-node ddp run adds about 0.7 MB/s
+    // (12k packets/s, ~60 B each with their indexes): 256 MiB keeps its last
+    // ~6 minutes in full detail, and an hour's class (2.5 GB unbounded)
+    // stays within 256 MiB on a laptop.
+    static constexpr std::size_t kDefaultLiveBudget = std::size_t(256) << 20;
+    static constexpr std::size_t kMinBudget = std::size_t(1) << 20;
+    // 0: no budget (a replay holds its whole window). Else at least
+    // kMinBudget; applied now and at every growth after. clear() keeps it.
+    void setMemoryBudget(std::size_t bytes);
+    std::size_t memoryBudget() const { return m_budget; }
+    // Dropping frees this much at a time (memory stays in
+    // [budget - chunk, budget + one block]).
+    std::size_t dropChunkBytes() const { return m_budget / 16; }
+    // Whether the budget dropped history, and where what is kept starts
+    // (events before it are gone from this view); the budget it kept to.
+    bool historyDropped() const { return m_keptFromNs != kNoCut; }
+    std::int64_t historyStartNs() const { return m_keptFromNs; }
+    std::size_t droppedBudget() const { return m_droppedBudget; }
+    std::size_t droppedPackets() const { return m_droppedPackets; }
+    std::size_t droppedSpans() const { return m_droppedSpans; }
+    // Increments at every drop: indexes into the lists taken before a
+    // change of this are stale (see packetsDroppedFrom).
+    std::uint64_t dropGeneration() const { return m_dropGeneration; }
+    // How many events left the front of a lane's list since clear(): an
+    // index i now was i + this when the list held everything.
+    std::uint64_t packetsDroppedFrom(int lane) const;
+    std::uint64_t spansDroppedFrom(int lane, Row row) const;
+
     // Where the ruler's 0 s is: the recording's start for a replay, set by
     // the caller; else the earliest event.
     void setOriginNs(std::int64_t ns) { m_origin = ns; m_hasOrigin = true; }
     std::int64_t originNs() const { return m_hasOrigin ? m_origin : m_begin; }
 
-    // Earliest and latest time of anything added; begin > end when empty.
+    // Earliest (after a drop: historyStartNs()) and latest time of anything
+    // kept; begin > end when empty.
     std::int64_t beginNs() const { return m_begin; }
     std::int64_t endNs() const { return m_end; }
     std::size_t packetCount() const { return m_packetCount; }
@@ -126,8 +328,8 @@ public:
     // Bytes held by the stored events and their indexes (capacities).
     std::size_t memoryBytes() const;
 
-    const std::vector<TimelinePacket> &packets(int lane) const { return m_lanes[std::size_t(lane)].packets; }
-    const std::vector<StoredSpan> &spans(int lane, Row row) const;
+    const BlockList<TimelinePacket> &packets(int lane) const { return m_lanes[std::size_t(lane)].packets; }
+    const BlockList<StoredSpan> &spans(int lane, Row row) const;
     const QString &name(std::uint32_t index) const { return m_names[index]; }
     // Bytes of packets [first, first + count) of a lane.
     std::uint64_t packetBytes(int lane, std::size_t first, std::size_t count) const;
@@ -182,20 +384,32 @@ private:
     };
     struct Lane {
         QString name;
-        std::vector<TimelinePacket> packets; // by sendStartNs
-        // prefixBytes[i] = bytes of packets [0, i), valid for i <= prefixValid
-        // (recomputed on demand after inserts).
-        mutable std::vector<std::uint64_t> prefixBytes;
+        BlockList<TimelinePacket> packets; // by sendStartNs
+        // One per packet: prefixBytes[i] = bytes of packets [0, i] plus a
+        // constant (what was dropped before), valid for i < prefixValid
+        // (recomputed on demand after inserts out of order).
+        mutable BlockList<std::uint64_t> prefixBytes;
         mutable std::size_t prefixValid = 0;
-        std::vector<StoredSpan> compute, collectives, pauses; // by startNs
-        std::int64_t longestSpan[3] = {0, 0, 0}; // per row: for window searches by start
+        BlockList<StoredSpan> compute, collectives, pauses; // by startNs
+        std::int64_t longestSpan[3] = {0, 0, 0}; // per row: for window searches by start (upper bounds)
         std::int64_t longestFlight = 0;
+        std::uint64_t droppedPackets = 0;
+        std::uint64_t droppedSpans[3] = {0, 0, 0};
+        BlockList<StoredSpan> &row(Row r)
+        {
+            return r == Row::Collective ? collectives : r == Row::Pause ? pauses : compute;
+        }
     };
+    static constexpr std::int64_t kNoCut = std::numeric_limits<std::int64_t>::min();
 
     Lane &lane(int rank);
     void grow(std::int64_t t0, std::int64_t t1);
-    static void insertByStart(std::vector<StoredSpan> &list, const StoredSpan &s);
-    void insertPacket(Lane &lane, const TimelinePacket &p);
+    static bool insertByStart(BlockList<StoredSpan> &list, const StoredSpan &s);
+    bool insertPacket(Lane &lane, const TimelinePacket &p);
+    // Called when a list took a block: over budget, drop the oldest.
+    void enforceBudget();
+    void dropBefore(std::int64_t cutNs);
+    std::size_t eventBytes() const; // the part of memoryBytes() dropping can free
     TimelinePacket *findPacket(int src, const Pending &send, int dst);
     std::uint32_t intern(const QString &name);
 
@@ -212,6 +426,13 @@ private:
     std::int64_t m_end = 0;
     std::size_t m_packetCount = 0;
     std::size_t m_spanCount = 0;
+    std::size_t m_budget = 0;
+    std::int64_t m_keptFromNs = kNoCut;
+    std::size_t m_droppedBudget = 0;
+    std::size_t m_droppedPackets = 0;
+    std::size_t m_droppedSpans = 0;
+    std::uint64_t m_dropGeneration = 0;
+    bool m_dropping = false;
 };
 
 } // namespace smol::widgets

@@ -182,6 +182,7 @@ TimelineFrameStats TimelineRenderer::paint(QPainter &p, const TimelineData &data
 {
     TimelineFrameStats stats;
     m_hits.clear();
+    m_historyMark = QRectF();
     const Palette &pal = Palette::forMode(m_projector);
     p.save();
     p.setFont(m_font);
@@ -232,6 +233,7 @@ TimelineFrameStats TimelineRenderer::paint(QPainter &p, const TimelineData &data
         paintPackets(p, data, axis, lane, overlay, stats);
     paintInFlight(p, data, axis, overlay, stats);
     p.setRenderHint(QPainter::Antialiasing, false);
+    paintHistoryMark(p, data, axis);
 
     if (overlay.playheadNs != TimelineOverlay::kNone) {
         const double x = axis.x(overlay.playheadNs);
@@ -317,6 +319,43 @@ void TimelineRenderer::paintRuler(QPainter &p, const TimelineData &data, const T
             p.drawText(QPointF(x + 3, m_rect.top() + fm.ascent() + 2), QStringLiteral("step %1").arg(step));
         }
     }
+}
+
+QString TimelineRenderer::historyMarkText(const TimelineData &data)
+{
+    if (!data.historyDropped())
+        return {};
+    return QStringLiteral("history before %1 s dropped (budget %2)")
+        .arg(double(data.historyStartNs() - data.originNs()) / 1e9, 0, 'f', 1)
+        .arg(formatBytes(std::int64_t(data.droppedBudget())));
+}
+
+void TimelineRenderer::paintHistoryMark(QPainter &p, const TimelineData &data, const TimeAxis &axis)
+{
+    if (!data.historyDropped())
+        return;
+    const double x = axis.x(data.historyStartNs());
+    if (x < m_timeLeft - 1 || x > m_rect.right())
+        return; // scrolled past: the kept history fills the view
+    const Palette &pal = Palette::forMode(m_projector);
+    const QFontMetricsF fm(m_font);
+    const double top = m_rect.top() + m_rulerHeight;
+    const double lineX = std::max(x, m_timeLeft + 1);
+    // Before it nothing is kept: hatched, so it does not read as idle time.
+    if (lineX > m_timeLeft + 1) {
+        const QRectF gone(m_timeLeft, top, lineX - m_timeLeft, m_rect.bottom() - top);
+        p.fillRect(gone, withAlpha(pal.grid, 70));
+        p.fillRect(gone, QBrush(withAlpha(pal.mutedText, 120), Qt::FDiagPattern));
+    }
+    const double w = m_projector ? 3 : 2;
+    p.fillRect(QRectF(lineX - w / 2, top, w, m_rect.bottom() - top), pal.text);
+    // The label right of the line, on a background so lanes do not cross it.
+    const QString text = historyMarkText(data);
+    const QRectF label(lineX + w + 2, top + 2, fm.horizontalAdvance(text) + 8, fm.height() + 2);
+    p.fillRect(label, withAlpha(pal.labelBackground, 230));
+    p.setPen(pal.text);
+    p.drawText(label.adjusted(4, 0, 0, 0), Qt::AlignLeft | Qt::AlignVCenter, text);
+    m_historyMark = QRectF(lineX - w / 2, top, label.right() - (lineX - w / 2), m_rect.bottom() - top);
 }
 
 void TimelineRenderer::paintSpans(QPainter &p, const TimelineData &data, const TimeAxis &axis, int lane,

@@ -14,6 +14,11 @@
 // receiver's lane, dashed, with a dot at its head. Replay: past the
 // playhead the picture is dimmed, and a packet in flight at the playhead
 // carries a dot where it is along its arrow.
+//
+// When a memory budget dropped the oldest events (TimelineData), a line at
+// the left edge of what is kept says so ("history before 754.2 s dropped
+// (budget 256 MiB)"), and the time before it is hatched: nothing there is
+// drawn or hit.
 #pragma once
 
 #include "timeline_axis.h"
@@ -106,6 +111,13 @@ public:
 
     // Against the last paint(): what is under `pos` (arrows within 4 px).
     TimelineHit hitTest(const QPointF &pos) const;
+    // Forget the last paint's items (their indexes are stale once the data
+    // dropped events); hitTest finds nothing until the next paint.
+    void forgetHits() { m_hits.clear(); }
+    // The last paint's history-start mark (its line and label); empty when
+    // nothing was dropped or the mark was out of view.
+    QRectF historyMarkRect() const { return m_historyMark; }
+    static QString historyMarkText(const TimelineData &data);
 
     static QString describe(const TimelineData &data, const TimelineHit &hit);
     // "1.250 s", "350 µs", "12 ns": a duration in the unit that suits it.
@@ -127,6 +139,7 @@ private:
     void paintInFlight(QPainter &p, const TimelineData &data, const TimeAxis &axis, const TimelineOverlay &overlay,
                        TimelineFrameStats &stats);
     void outline(QPainter &p, const TimelineData &data, const TimeAxis &axis, const TimelineHit &hit, const QColor &c);
+    void paintHistoryMark(QPainter &p, const TimelineData &data, const TimeAxis &axis);
 
     bool m_projector = false;
     QRectF m_rect;
@@ -136,6 +149,7 @@ private:
     int m_lanes = 0;
     QFont m_font;
     std::vector<HitItem> m_hits;
+    QRectF m_historyMark;
 };
 
 } // namespace smol::widgets

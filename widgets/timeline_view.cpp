@@ -32,6 +32,8 @@ TimelineView::TimelineView(QWidget *parent) : QWidget(parent)
 void TimelineView::clear()
 {
     m_data.clear();
+    m_seenDrops = m_data.dropGeneration();
+    m_renderer.forgetHits();
     m_overlay = TimelineOverlay();
     m_fitted = false;
     m_following = true;
@@ -56,8 +58,68 @@ void TimelineView::relayout()
     m_axis.clampTo(m_data.beginNs(), dataEnd());
 }
 
+std::uint64_t TimelineView::droppedBefore(const TimelineHit &hit) const
+{
+    switch (hit.kind) {
+    case TimelineHit::Kind::Packet:
+    case TimelineHit::Kind::PacketRun:
+        return m_data.packetsDroppedFrom(hit.lane);
+    case TimelineHit::Kind::Span:
+    case TimelineHit::Kind::SpanRun:
+        return m_data.spansDroppedFrom(hit.lane, hit.row);
+    case TimelineHit::Kind::None:
+        break;
+    }
+    return 0;
+}
+
+void TimelineView::setSelected(const TimelineHit &hit)
+{
+    m_overlay.selected = hit;
+    m_selectedBase = droppedBefore(hit);
+}
+
+void TimelineView::setHovered(const TimelineHit &hit)
+{
+    m_overlay.hovered = hit;
+    m_hoveredBase = droppedBefore(hit);
+}
+
+void TimelineView::followDrops()
+{
+    if (m_data.dropGeneration() == m_seenDrops)
+        return;
+    m_seenDrops = m_data.dropGeneration();
+    m_renderer.forgetHits(); // until the next paint, nothing is hit by a stale index
+    const auto follow = [this](TimelineHit &hit, std::uint64_t &base) {
+        if (hit.kind == TimelineHit::Kind::None)
+            return;
+        const std::uint64_t now = droppedBefore(hit);
+        const std::uint64_t gone = now - base;
+        if (hit.first < gone) { // some or all of it was dropped
+            hit = TimelineHit();
+            base = 0;
+            return;
+        }
+        hit.first -= std::size_t(gone);
+        base = now;
+    };
+    follow(m_overlay.selected, m_selectedBase);
+    follow(m_overlay.hovered, m_hoveredBase);
+}
+
+void TimelineView::setLiveMemoryBudget(std::size_t bytes)
+{
+    m_liveBudget = bytes;
+    if (m_live) {
+        m_data.setMemoryBudget(bytes);
+        dataChanged();
+    }
+}
+
 void TimelineView::dataChanged()
 {
+    followDrops();
     relayout();
     if (m_data.beginNs() <= m_data.endNs()) {
         if (!m_fitted) {
@@ -98,6 +160,9 @@ void TimelineView::followNow()
 void TimelineView::setLive(bool live)
 {
     m_live = live;
+    // Before a replay loads its window, so none of it is dropped.
+    m_data.setMemoryBudget(live ? m_liveBudget : 0);
+    followDrops();
     if (live)
         m_overlay.playheadNs = TimelineOverlay::kNone;
     else
@@ -184,7 +249,7 @@ bool TimelineView::zoomToSelection()
 
 void TimelineView::select(const TimelineHit &hit)
 {
-    m_overlay.selected = hit;
+    setSelected(hit);
     update();
 }
 
@@ -260,7 +325,7 @@ void TimelineView::mouseMoveEvent(QMouseEvent *event)
     if (m_drag == Drag::None) {
         const TimelineHit hover = m_renderer.hitTest(pos);
         if (hover != m_overlay.hovered) {
-            m_overlay.hovered = hover;
+            setHovered(hover);
             setCursor(hover.kind == TimelineHit::Kind::None ? Qt::ArrowCursor : Qt::PointingHandCursor);
             update();
         }
@@ -295,7 +360,7 @@ void TimelineView::mouseReleaseEvent(QMouseEvent *event)
     }
     if (!m_moved && event->button() == Qt::LeftButton) {
         const TimelineHit hit = m_renderer.hitTest(event->position());
-        m_overlay.selected = hit;
+        setSelected(hit);
         update();
         if (hit.kind != TimelineHit::Kind::None)
             Q_EMIT activated(hit);
@@ -310,7 +375,7 @@ void TimelineView::mouseDoubleClickEvent(QMouseEvent *event)
         viewMoved();
         return;
     }
-    m_overlay.selected = hit;
+    setSelected(hit);
     zoomToSelection();
 }
 
@@ -347,7 +412,7 @@ void TimelineView::keyPressEvent(QKeyEvent *event)
         zoomToSelection();
         break;
     case Qt::Key_Escape:
-        m_overlay.selected = TimelineHit();
+        setSelected(TimelineHit());
         update();
         break;
     default:
@@ -360,7 +425,7 @@ void TimelineView::keyPressEvent(QKeyEvent *event)
 void TimelineView::leaveEvent(QEvent *)
 {
     if (m_overlay.hovered.kind != TimelineHit::Kind::None) {
-        m_overlay.hovered = TimelineHit();
+        setHovered(TimelineHit());
         update();
     }
 }

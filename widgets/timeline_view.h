@@ -11,6 +11,11 @@
 // Keys: + / - zoom, Left / Right pan (Shift: a page), Home or 0 fits the
 // whole run, End follows the newest events again, Z zooms to the selection,
 // Escape clears it.
+//
+// Live, the data keeps to a memory budget (setLiveMemoryBudget, default
+// TimelineData::kDefaultLiveBudget): the oldest events leave the view, a
+// mark shows where its history starts, and a selection or hover on dropped
+// events is cleared. A replay (setLive(false)) holds its whole window.
 #pragma once
 
 #include "timeline_axis.h"
@@ -38,6 +43,9 @@ public:
     // Live: follow the newest events; unreceived packets reach to now.
     void setLive(bool live);
     bool isLive() const { return m_live; }
+    // The budget the data keeps to while live (0: none); replays have none.
+    void setLiveMemoryBudget(std::size_t bytes);
+    std::size_t liveMemoryBudget() const { return m_liveBudget; }
     void setNow(std::int64_t nowNs);
     // Live: the cluster paused at startNs (kNone: it runs); marked up to now.
     void setLivePause(std::int64_t startNs, const QString &reason = QString());
@@ -89,6 +97,12 @@ private:
     void viewMoved(); // the user moved the view: stop following, repaint
     void followNow();
     std::int64_t dataEnd() const;
+    // Selection and hover hold list indexes: after the data dropped events,
+    // move them with their events, or clear them when those are gone.
+    void followDrops();
+    std::uint64_t droppedBefore(const TimelineHit &hit) const;
+    void setSelected(const TimelineHit &hit);
+    void setHovered(const TimelineHit &hit);
 
     TimelineData m_data;
     TimelineRenderer m_renderer;
@@ -98,6 +112,9 @@ private:
     bool m_live = false;
     bool m_following = true;
     bool m_fitted = false; // the first events have been fitted
+    std::size_t m_liveBudget = TimelineData::kDefaultLiveBudget;
+    std::uint64_t m_seenDrops = 0;                       // the data's dropGeneration() last followed
+    std::uint64_t m_selectedBase = 0, m_hoveredBase = 0; // droppedBefore() when they were taken
     std::int64_t m_followSpanNs = 0; // while following: how much time is shown
     // Mouse state.
     enum class Drag { None, Pan, Band } m_drag = Drag::None;
