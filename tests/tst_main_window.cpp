@@ -231,20 +231,34 @@ void TestMainWindow::sixtyFourNodesFitAProjector()
     QTRY_VERIFY_WITH_TIMEOUT(cluster->state() && cluster->state()->nodes.size() == 64, 5000);
     verifyBoxes(*cluster, *cluster->state());
 
-    // After a run every node has a rank: the grid follows the ranks.
+    // In a run every node has a rank: the grid follows the ranks. Stop
+    // (the tool bar's) ends it within seconds, and no node says "failed":
+    // at 64 nodes the stop reaches many through a peer's closed connection.
     RunSettings s = window.settings();
     s.nodes = 64;
-    s.steps = 3;
-    s.globalBatch = 128;
+    s.steps = 100000;
     window.setSettings(s);
-    QSignalSpy finished(&engine, &EngineController::runFinished);
+    QSignalSpy stopped(&engine, &EngineController::runStopped);
     QSignalSpy failed(&engine, &EngineController::runFailed);
     window.startRun();
-    QVERIFY2(finished.wait(120000), failed.isEmpty() ? "no end" : qPrintable(failed.first().at(0).toString()));
-    QTRY_VERIFY_WITH_TIMEOUT(cluster->state()->nodes.size() == 64 && cluster->state()->step == 2, 5000);
+    QTRY_VERIFY_WITH_TIMEOUT(cluster->state()->step >= 3 || !failed.isEmpty(), 120000);
+    QVERIFY2(failed.isEmpty(), qPrintable(failed.isEmpty() ? QString() : failed.first().at(0).toString()));
     for (const widgets::NodeState &n : cluster->state()->nodes)
         QVERIFY(n.rank >= 0);
     QVERIFY(cluster->isCompact());
+    verifyBoxes(*cluster, *cluster->state());
+    QElapsedTimer t;
+    t.start();
+    action(window, QStringLiteral("Stop"))->trigger();
+    QVERIFY(stopped.wait(10000));
+    QVERIFY2(t.elapsed() < 3000, qPrintable(QStringLiteral("stopped after %1 ms").arg(t.elapsed())));
+    QVERIFY2(window.statusBar()->currentMessage().startsWith(QStringLiteral("Stopped at step")),
+             qPrintable(window.statusBar()->currentMessage()));
+    QVERIFY(action(window, QStringLiteral("Start"))->isEnabled());
+    QTRY_VERIFY_WITH_TIMEOUT(!engine.isRunning() && cluster->state() && engine.readyNodes() == 64, 10000);
+    QTest::qWait(100); // the snapshot after the end
+    for (const widgets::NodeState &n : cluster->state()->nodes)
+        QVERIFY2(n.state != widgets::NodeRunState::Failed, qPrintable(n.name + ": " + n.reason));
     verifyBoxes(*cluster, *cluster->state());
     // The timeline has a lane per rank, all inside it.
     QCOMPARE(window.timeline()->data().laneCount(), 64);
