@@ -384,7 +384,17 @@ double testAccuracyOf(const TrainConfig &config, const DataSource &data, const t
     std::unique_ptr<TrainModel> eval = makeModel(config.model);
     loadParams(*eval, params);
     torch::NoGradGuard noGrad;
-    return eval->accuracy(data.testSet());
+    // In slices of 1000: the activations of 10000 rows at once would be a
+    // process's memory peak.
+    const Batch all = data.testSet();
+    const std::int64_t n = all.input.size(0);
+    double correct = 0;
+    for (std::int64_t at = 0; at < n; at += 1000) {
+        const std::int64_t rows = std::min<std::int64_t>(1000, n - at);
+        correct += double(std::llround(
+            eval->accuracy(Batch{all.input.narrow(0, at, rows), all.target.narrow(0, at, rows)}) * double(rows)));
+    }
+    return n > 0 ? correct / double(n) : 0;
 }
 
 namespace {
