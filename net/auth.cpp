@@ -158,9 +158,11 @@ void clientHandshake(int fd, const QByteArray &token, int myRank, int expectedPe
 {
     const auto deadline = sock::Clock::now() + timeout;
     const std::string who = "rank " + std::to_string(expectedPeer);
+    // A listener that closes before its hello never saw a proof: a plain
+    // I/O error (a busy coordinator refusing handshakes), worth a retry.
+    char hello[kHelloBytes];
+    sock::readExact(fd, hello, sizeof hello, deadline, "handshake hello");
     try {
-        char hello[kHelloBytes];
-        sock::readExact(fd, hello, sizeof hello, deadline, "handshake hello");
         int acceptorRank = -1;
         QByteArray nonceA;
         if (std::string err = parseHello(hello, acceptorRank, nonceA); !err.empty())

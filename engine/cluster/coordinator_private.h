@@ -323,8 +323,10 @@ struct Coordinator::Private {
             }
             Handshake &h = handshakes.emplace_back();
             h.thread = std::thread([this, fd, from, &h] {
-                admit(fd, from);
-                gate.leave(from);
+                Conn *joined = admit(fd, from);
+                gate.leave(from); // the gate bounds handshakes, not the nodes that passed one
+                if (joined)
+                    greet(joined);
                 h.done = true;
             });
         }
@@ -351,7 +353,8 @@ struct Coordinator::Private {
             log(line);
     }
 
-    void admit(int fd, const std::string &from)
+    // The handshake and hello; the node's connection when it joined.
+    Conn *admit(int fd, const std::string &from)
     {
         int owned = fd;
         std::unique_ptr<net::ControlChannel> channel;
@@ -361,7 +364,7 @@ struct Coordinator::Private {
             net::ControlChannel::acceptHandshake(fd, options.token, std::chrono::seconds(5));
         } catch (const std::exception &e) {
             refuse(from, e.what());
-            return; // the channel's destructor closes the socket
+            return nullptr; // the channel's destructor closes the socket
         }
         net::ControlMessage hello;
         try {
@@ -373,13 +376,13 @@ struct Coordinator::Private {
             checkHello(hello);
         } catch (const std::exception &e) {
             refuse(from, e.what());
-            return;
+            return nullptr;
         }
         Conn *c = nullptr;
         {
             std::lock_guard lock(mutex);
             if (stop)
-                return;
+                return nullptr;
             auto conn = std::make_unique<Conn>();
             conn->info.id = int(conns.size());
             conn->info.name =
@@ -397,6 +400,12 @@ struct Coordinator::Private {
             c->reader = std::thread([this, c] { readLoop(c); });
         }
         log("node " + std::to_string(c->info.id) + " '" + c->info.name + "' joined from " + from);
+        return c;
+    }
+
+    // Welcome a node that joined, with a burst of pings for a first clock estimate.
+    void greet(Conn *c)
+    {
         try {
             c->channel->send(QJsonObject{{"type", "welcome"}, {"node", c->info.id}});
             for (int i = 0; i < 8 && !stop; ++i) { // a burst of pings for a first clock estimate

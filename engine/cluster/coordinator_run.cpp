@@ -491,7 +491,10 @@ private:
             }
         }
         const std::string error = printableText(m.json.value(QStringLiteral("error")).toString().toStdString(), 2000);
-        if (!m.json.value(QStringLiteral("aborted")).toBool()) { // its own failure, not our abort
+        // Its own failure: not one it was told to make, and not a peer's
+        // close after the user's stop (nodes that had not heard of the stop
+        // yet see their peers go first).
+        if (!m.json.value(QStringLiteral("aborted")).toBool() && !e.stopped) {
             std::lock_guard lock(d.mutex);
             d.conn(node).info.lastError = error;
         }

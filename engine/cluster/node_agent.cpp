@@ -32,6 +32,8 @@ namespace smol::engine {
 
 namespace {
 
+constexpr std::chrono::milliseconds kJoinRetries{3000}; // how long a refused join is tried again
+
 QJsonObject memoryJson(const NodeMemory &m)
 {
     return QJsonObject{{"params", double(m.params)}, {"grads", double(m.grads)},
@@ -105,7 +107,7 @@ public:
 
     int run()
     {
-        m_channel = net::ControlChannel::connect(m_opts.host, m_opts.port, m_opts.token, m_opts.connectTimeout);
+        m_channel = connectToCoordinator();
         std::string name = m_opts.name;
         if (name.empty())
             name = QHostInfo::localHostName().toStdString() + "-" + std::to_string(::getpid());
@@ -135,6 +137,28 @@ public:
             m_epochThread.join();
         m_finishedTransport.reset();
         return code;
+    }
+
+    // A busy coordinator (its handshakes in progress at their limit, or a
+    // port not yet open) closes or refuses at once: try again for a few
+    // seconds. A wrong token is not retried.
+    std::unique_ptr<net::ControlChannel> connectToCoordinator()
+    {
+        const auto giveUp =
+            std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(m_opts.connectTimeout, kJoinRetries);
+        std::chrono::milliseconds pause{50};
+        for (;;) {
+            try {
+                return net::ControlChannel::connect(m_opts.host, m_opts.port, m_opts.token, m_opts.connectTimeout);
+            } catch (const net::AuthError &) {
+                throw;
+            } catch (const net::NetError &) {
+                if (std::chrono::steady_clock::now() + pause >= giveUp)
+                    throw;
+            }
+            std::this_thread::sleep_for(pause);
+            pause = std::min(pause * 2, std::chrono::milliseconds(1000));
+        }
     }
 
     struct CallReply {
