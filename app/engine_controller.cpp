@@ -590,6 +590,22 @@ void EngineController::start(const RunSettings &s)
                     Qt::QueuedConnection);
             }
 
+            // Every node lost: the run waits for nodes to join again.
+            void onWaitingForNodes(double seconds) override
+            {
+                const QString what =
+                    EngineController::tr("every node is lost: waiting up to %1 s for nodes to join again "
+                                         "(Cluster > Remote nodes shows the command)")
+                        .arg(seconds, 0, 'f', 0);
+                QPointer<EngineController> self = m_self;
+                QMetaObject::invokeMethod(
+                    QCoreApplication::instance(), [self, what] {
+                        if (self)
+                            Q_EMIT self->runWaitingForNodes(what);
+                    },
+                    Qt::QueuedConnection);
+            }
+
         private:
             Private *m_p;
             QPointer<EngineController> m_self;

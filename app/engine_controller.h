@@ -115,6 +115,8 @@ Q_SIGNALS:
     // A node was lost and the run re-forms without it:
     // "re-forming: attempt 2 of 8, 3 nodes from step 41: <reason>".
     void runReforming(const QString &what);
+    // Every node of the run was lost; it waits for nodes to join again.
+    void runWaitingForNodes(const QString &what);
     void pausedAt(const smol::app::PauseView &pause);
     void logLine(const QString &line);
     void errorOccurred(const QString &reason);

@@ -29,7 +29,9 @@ GuiOptions parseGuiOptions(const QStringList &args)
     const QCommandLineOption listen(QStringLiteral("listen"), QString(), QStringLiteral("PORT"));
     const QCommandLineOption token(QStringLiteral("token"), QString(), QStringLiteral("T"));
     const QCommandLineOption advertise(QStringLiteral("advertise"), QString(), QStringLiteral("ADDR"));
-    parser.addOptions({help, version, projector, nodes, steps, strategy, screenshot, replay, listen, token, advertise});
+    const QCommandLineOption budget(QStringLiteral("timeline-budget"), QString(), QStringLiteral("MIB"));
+    parser.addOptions(
+        {help, version, projector, nodes, steps, strategy, screenshot, replay, listen, token, advertise, budget});
 
     GuiOptions options;
     if (!parser.parse(args)) {
@@ -80,6 +82,13 @@ GuiOptions parseGuiOptions(const QStringList &args)
         options.listen.advertise = parser.value(advertise);
         if (options.listen.advertise.isEmpty())
             fail(QStringLiteral("--advertise must not be empty"));
+    }
+    if (parser.isSet(budget)) {
+        bool ok = false;
+        options.timelineBudgetMiB = parser.value(budget).toInt(&ok);
+        if (!ok || options.timelineBudgetMiB < 0 || options.timelineBudgetMiB > 65536)
+            fail(QStringLiteral("--timeline-budget must be MiB from 0 (none) to 65536, got '%1'")
+                     .arg(parser.value(budget)));
     }
     if (const QString why = checkListenSettings(options.listen); !why.isEmpty())
         fail(why);

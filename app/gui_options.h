@@ -39,6 +39,7 @@ struct GuiOptions {
     QString screenshot;
     QString replay;
     ListenSettings listen; // what the flags set; unset fields come from the remembered settings
+    int timelineBudgetMiB = 256; // the live timeline's memory budget (0: none); replays are never trimmed
     QString error;         // one line, for "smolcluster: <error> (try --help)"
 };
 

@@ -139,6 +139,11 @@ MainWindow::MainWindow(EngineController *engine, QWidget *parent) : QMainWindow(
         statusBar()->showMessage(what.section(QLatin1Char('\n'), 0, 0));
         m_log->appendPlainText(what);
     });
+    connect(m_engine, &EngineController::runWaitingForNodes, this, [this](const QString &what) {
+        statusBar()->showMessage(what);
+        m_log->appendPlainText(what);
+        QTimer::singleShot(0, this, &MainWindow::showRemoteNodes); // the command to give the returning nodes
+    });
     connect(m_engine, &EngineController::errorOccurred, this,
             [this](const QString &reason) { statusBar()->showMessage(reason, 8000); });
     connect(m_engine, &EngineController::logLine, this, [this](const QString &line) {

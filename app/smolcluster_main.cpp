@@ -5,6 +5,7 @@
 #include "engine_controller.h"
 #include "gui_options.h"
 #include "mainwindow.h"
+#include "widgets/timeline_view.h"
 #include "replay_controller.h"
 
 #include <QApplication>
@@ -21,7 +22,7 @@ namespace {
 using smol::app::GuiOptions;
 
 const char kUsage[] = R"(Usage: smolcluster [--nodes N] [--strategy S] [--steps K] [--projector]
-                   [--listen PORT --token T [--advertise ADDR]]
+                   [--listen PORT --token T [--advertise ADDR]] [--timeline-budget MIB]
                    [--replay SESSION] [--screenshot FILE.png]
 
 Opens the control panel with a ready local cluster: N nodes that are
@@ -49,6 +50,10 @@ Options:
                          local nodes' data-plane address and the host in the
                          join command (for a machine with several networks
                          or behind NAT; default: worked out per peer)
+  --timeline-budget MIB  memory the live timeline may keep (default 256 MiB,
+                         about the last 6 minutes of a 4-node ddp run in
+                         full; older events leave the view, never a
+                         recording; 0: keep everything)
   --replay SESSION       open a recorded session (`smolctl train --record`,
                          or Ctrl+R here) in the window, as File > Open does
   --screenshot FILE.png  train K steps (default 20) at once, save the window
@@ -151,6 +156,7 @@ int main(int argc, char **argv)
         settings.steps = 20;
     window.setSettings(settings);
     window.setProjectorMode(options.projector);
+    window.timeline()->setLiveMemoryBudget(std::size_t(options.timelineBudgetMiB) << 20);
     window.show();
 
     if (!options.replay.isEmpty()) {

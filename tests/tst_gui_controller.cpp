@@ -31,6 +31,7 @@ private Q_SLOTS:
     void localNodesAreNamedByTheirIds();
     void failedEpochIsShownAtOnce();
     void lostNodeReformIsAnnounced();
+    void everyNodeLostWaitsForNewOnes();
     void stopEndsTheRunWithinSeconds();
 };
 
@@ -328,6 +329,30 @@ void TestGuiController::lostNodeReformIsAnnounced()
     QSignalSpy stopped(&engine, &EngineController::runStopped);
     engine.stop();
     QVERIFY(stopped.wait(30000));
+}
+
+// The only node is killed: the window says the run waits for nodes, and a
+// node added then resumes it to the end.
+void TestGuiController::everyNodeLostWaitsForNewOnes()
+{
+    EngineController engine(1);
+    QVERIFY(waitForNodes(engine, 1));
+    QSignalSpy steps(&engine, &EngineController::stepAvailable);
+    QSignalSpy waiting(&engine, &EngineController::runWaitingForNodes);
+    QSignalSpy finished(&engine, &EngineController::runFinished);
+    QSignalSpy failed(&engine, &EngineController::runFailed);
+    RunSettings s;
+    s.strategy = QStringLiteral("single");
+    s.nodes = 1;
+    s.steps = 400;
+    s.slowMotion = 3;
+    engine.start(s);
+    QTRY_VERIFY_WITH_TIMEOUT(steps.count() >= 3, 30000);
+    engine.killNode(0);
+    QVERIFY2(waiting.wait(30000), failed.isEmpty() ? "no wait" : qPrintable(failed.first().at(0).toString()));
+    QVERIFY(waiting.first().at(0).toString().contains(QStringLiteral("waiting up to")));
+    engine.addLocalNode();
+    QVERIFY2(finished.wait(120000), failed.isEmpty() ? "did not finish" : qPrintable(failed.first().at(0).toString()));
 }
 
 void TestGuiController::stopEndsTheRunWithinSeconds()
