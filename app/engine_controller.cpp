@@ -299,7 +299,7 @@ EngineController::EngineController(const ClusterOptions &cluster, QObject *paren
     qRegisterMetaType<widgets::StepPoint>();
     engine::memory::install();
     d->cluster = cluster;
-    d->options.bindAddress = "0.0.0.0";
+    d->options.bindAddress = cluster.bindAddress.toStdString();
     d->options.port = cluster.port;
     d->options.token = !cluster.token.isEmpty()
                            ? cluster.token.toStdString()

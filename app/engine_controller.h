@@ -47,6 +47,9 @@ struct ClusterOptions {
     // coordinator works it out per peer; the join command names the first
     // non-loopback IPv4 address).
     QString advertise;
+    // Where the coordinator and the local nodes' data planes listen
+    // ("0.0.0.0": every interface, so other machines reach them).
+    QString bindAddress = QStringLiteral("0.0.0.0");
 };
 
 using widgets::PausedTensor;

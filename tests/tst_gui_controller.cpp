@@ -277,10 +277,13 @@ void TestGuiController::localNodesAreNamedByTheirIds()
 
 void TestGuiController::failedEpochIsShownAtOnce()
 {
-    // Local nodes that advertise an address nobody answers at (TEST-NET-1,
-    // RFC 5737): their peers cannot connect, the epoch fails on every node,
-    // and no node is lost, so the run ends with the reason: no re-forming.
-    EngineController engine(ClusterOptions{2, 0, QString(), QStringLiteral("192.0.2.1")});
+    // Local nodes that listen on 127.0.0.1 only but advertise 127.0.0.2
+    // (loopback: nothing leaves the machine), where nobody answers: their
+    // peers cannot connect, the epoch fails on every node, and no node is
+    // lost, so the run ends with the reason: no re-forming.
+    ClusterOptions cluster{2, 0, QString(), QStringLiteral("127.0.0.2")};
+    cluster.bindAddress = QStringLiteral("127.0.0.1");
+    EngineController engine(cluster);
     QVERIFY(waitForNodes(engine, 2));
     QSignalSpy states(&engine, &EngineController::stateChanged);
     QSignalSpy failed(&engine, &EngineController::runFailed);
@@ -292,7 +295,7 @@ void TestGuiController::failedEpochIsShownAtOnce()
     engine.start(s);
     QVERIFY2(failed.wait(90000), finished.isEmpty() ? "the run did not end" : "the run finished");
     const QString reason = failed.first().at(0).toString();
-    QVERIFY2(reason.contains(QStringLiteral("192.0.2.1")), qPrintable(reason));
+    QVERIFY2(reason.contains(QStringLiteral("127.0.0.2")), qPrintable(reason));
     QCOMPARE(reforming.count(), 0);
     QVERIFY(!engine.isRunning());
     QTRY_VERIFY_WITH_TIMEOUT(!states.isEmpty(), 2000);
