@@ -27,6 +27,7 @@ private Q_SLOTS:
     void linkLimitsReachTheRun();
     void addAndRemoveNodes();
     void zero3GatheredLayersAtAPause();
+    void pauseShowsTheMemoryOfThatInstant();
     void listensOnTheGivenPortAndToken();
     void localNodesAreNamedByTheirIds();
     void failedEpochIsShownAtOnce();
@@ -232,6 +233,42 @@ void TestGuiController::zero3GatheredLayersAtAPause()
     engine.resume();
     QVERIFY(finished.wait(60000));
     QTRY_VERIFY_WITH_TIMEOUT(!fc2Gathered(states.last().at(0).value<widgets::ClusterStatePtr>()), 3000);
+}
+
+// At a pause inside a zero3 reduce-scatter every node holds the layer's full
+// gradient buffer: the cluster state the views draw says so (comm = the
+// buffer entering the collective), not the last step's figures.
+void TestGuiController::pauseShowsTheMemoryOfThatInstant()
+{
+    EngineController engine(3);
+    QVERIFY(waitForNodes(engine, 3));
+    QSignalSpy states(&engine, &EngineController::stateChanged);
+    QSignalSpy paused(&engine, &EngineController::pausedAt);
+    QSignalSpy finished(&engine, &EngineController::runFinished);
+    engine.addBreakpoint(QStringLiteral("reducescatter@step=1,name=fc2"));
+    RunSettings s;
+    s.strategy = QStringLiteral("zero3");
+    s.nodes = 3;
+    s.steps = 3;
+    engine.start(s);
+    QVERIFY(paused.wait(30000));
+    const PauseView pause = paused.first().at(0).value<PauseView>();
+    QCOMPARE(pause.inputs.size(), 3);
+    const qint64 buffer = 4 * pause.inputs.first().count; // float32, the whole layer's gradients
+    QVERIFY(buffer > 0);
+    auto showsTheBuffer = [&] {
+        if (states.isEmpty())
+            return false;
+        const auto state = states.last().at(0).value<widgets::ClusterStatePtr>();
+        int held = 0;
+        for (const widgets::NodeState &n : state->nodes)
+            held += n.rank >= 0 && n.memory.comm == buffer && n.memory.params > 0;
+        return held == 3;
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(showsTheBuffer(), 5000);
+    engine.clearBreakpoints();
+    engine.resume();
+    QVERIFY(finished.wait(60000));
 }
 
 void TestGuiController::listensOnTheGivenPortAndToken()
