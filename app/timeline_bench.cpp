@@ -22,8 +22,8 @@ namespace smol::app {
 namespace {
 
 const char kUsage[] =
-    R"(Usage: smolctl bench timeline [--packets N] [--nodes K] [--frames F] [--recording FILE]
-                             [--live-sides S]
+    R"(Usage: smolctl bench timeline [--packets N] [--memory-samples M] [--nodes K] [--frames F]
+                             [--recording FILE] [--live-sides S]
 
 Loads N packets (default 1000000) over K nodes (default 8) into the GUI's
 timeline data, the same way the window does (each packet as a send and a
@@ -35,13 +35,19 @@ was drawn, and the memory the loaded events take (their data structures,
 and the process's resident-memory growth while loading).
 
 The events are generated: a ddp-like run (forward, backward, optimizer, two
-ring all-reduces per step, each chunk sent in 4 frames; seeded jitter).
---recording FILE paints a recorded session instead.
+ring all-reduces per step, each chunk sent in 4 frames; seeded jitter),
+with M memory samples (default 1000000) spread evenly over the nodes and
+steps in a zero3-like sawtooth: through each step's forward and backward,
+all-gathers each sampled before (the shard, the buffer in comm) and after
+(the layer held in params), activations rising then falling, grads rising.
+The timeline draws them as a memory strip per lane. --memory-samples 0
+leaves them out. --recording FILE paints a recorded session instead.
 
 Then a long live run under the live view's default memory budget: S frame
 sides (default 90000000: 45M packets, what an hour of a 4-node ddp run
 sends at the 0.7 MB/s the unbounded timeline grew by, 2.5 GB unbounded)
-over 4 nodes, fed the same way, step by step. Prints the held memory by
+over 4 nodes, fed the same way, step by step, with ddp-like memory samples
+(before and after each all-reduce, 4 per node and step). Prints the held memory by
 the data's own count and the process's resident growth, their peaks, what
 was kept, and the feed's cost per frame side before the first drop and
 after (drops included); `timeline live memory MB: X (budget Y)`.
@@ -61,13 +67,48 @@ std::int64_t residentBytes()
     return fields.size() > 1 ? fields[1].toLongLong() * sysconf(_SC_PAGESIZE) : 0;
 }
 
+// Memory samples alongside the generated run.
+struct MemoryShape {
+    enum class Kind { None, Zero3, Ddp } kind = Kind::None;
+    std::uint64_t samples = 0; // Zero3: in all (spread evenly over nodes and steps)
+};
+
+widgets::TimelineMemorySample memorySample(int node, std::int64_t t, std::int64_t step, int collective,
+                                           std::uint64_t seq, bool before)
+{
+    widgets::TimelineMemorySample m;
+    m.node = node;
+    m.tNs = t;
+    m.step = step;
+    m.collective = collective;
+    m.seq = seq;
+    m.before = before;
+    return m;
+}
+
+void finish(widgets::TimelineMemorySample &m)
+{
+    m.live = m.params + m.grads + m.optimizer + m.activations + m.comm;
+    m.peak = m.live;
+}
+
 // A ddp-like run: per step forward, backward, optimizer, and two ring
 // all-reduces of 14 phases (2 (K-1)); in each phase every node sends its
 // chunk to the next in 4 frames.
 // `afterStep(packets so far)` runs after each step's events (may be empty).
-void generate(widgets::TimelineData &data, std::uint64_t packets, int nodes,
+void generate(widgets::TimelineData &data, std::uint64_t packets, int nodes, MemoryShape memory = {},
               const std::function<void(std::uint64_t)> &afterStep = {})
 {
+    // Zero3: this many samples per node and step (an even number: a
+    // before and an after per all-gather), until the total is reached.
+    const std::uint64_t packetsPerStep = std::uint64_t(2 * 2 * (nodes - 1) * nodes * 4);
+    const std::uint64_t steps = (packets + packetsPerStep - 1) / packetsPerStep;
+    const std::uint64_t slots = steps * std::uint64_t(nodes);
+    const std::uint64_t perSlot = (memory.samples + slots - 1) / slots;
+    const std::uint64_t perNodeStep = memory.kind == MemoryShape::Kind::Zero3 ? (perSlot + 1) / 2 * 2 : 0;
+    std::uint64_t memoryMade = 0, memorySeq = 0;
+    constexpr std::int64_t kShard = 2'000'000, kLayer = 6'000'000, kOptimizer = 4'000'000;
+    constexpr std::int64_t kActivations = 3'000'000, kGrads = 2'000'000;
     std::mt19937_64 rng(7);
     std::uniform_int_distribution<int> jitter(0, 20000);
     data.setCollectiveNames(collectiveNames());
@@ -89,6 +130,33 @@ void generate(widgets::TimelineData &data, std::uint64_t packets, int nodes,
             nt += f;
             data.addSpan({r, widgets::TimelineSpanKind::Backward, QStringLiteral("backward"), nt, nt + b, step, 0, 0, 0});
             nt += b;
+            // Zero3's sawtooth over [stepStart, nt): each all-gather sampled
+            // before (the shard; the buffer in comm) and, 40% of its slot
+            // later, after (the layer held in params until the next one).
+            const std::uint64_t gathers = std::min(perNodeStep, memory.samples - memoryMade) / 2;
+            for (std::uint64_t g = 0; g < gathers; ++g, ++memorySeq) {
+                const double f = double(g) / double(gathers); // through the step
+                const std::int64_t slot = (nt - stepStart) / std::int64_t(gathers);
+                const std::int64_t at = stepStart + std::int64_t(f * double(nt - stepStart));
+                const bool forward = f < 0.4;
+                const double act = forward ? f / 0.4 : (1 - f) / 0.6;
+                auto before = memorySample(r, at, step, 5, memorySeq, true);
+                before.params = kShard;
+                before.comm = kLayer;
+                before.optimizer = kOptimizer;
+                before.activations = std::int64_t(act * kActivations);
+                before.grads = forward ? 0 : std::int64_t((f - 0.4) / 0.6 * kGrads);
+                auto after = before;
+                after.tNs = at + slot * 2 / 5;
+                after.before = false;
+                after.params = kShard + kLayer;
+                after.comm = 0;
+                finish(before);
+                finish(after);
+                data.addMemory(before);
+                data.addMemory(after);
+                memoryMade += 2;
+            }
         }
         for (int bucket = 0; bucket < 2 && made < packets; ++bucket, ++seq) {
             std::int64_t start = *std::max_element(nodeT.begin(), nodeT.end());
@@ -115,6 +183,18 @@ void generate(widgets::TimelineData &data, std::uint64_t packets, int nodes,
                 data.addSpan({r, widgets::TimelineSpanKind::Collective, QStringLiteral("bucket %1").arg(bucket), start,
                               phaseT[std::size_t(r)], step, 6, seq, std::uint64_t(frameBytes) * 4 * std::uint64_t(nodes)});
                 nodeT[std::size_t(r)] = phaseT[std::size_t(r)];
+                // Ddp: flat, the bucket's buffer in comm while it runs.
+                if (memory.kind == MemoryShape::Kind::Ddp) {
+                    for (bool before : {true, false}) {
+                        auto m =
+                            memorySample(r, before ? start : phaseT[std::size_t(r)], step, 6, seq, before);
+                        m.params = m.grads = kShard;
+                        m.optimizer = 2 * kShard;
+                        m.comm = before ? kShard / 2 : 0;
+                        finish(m);
+                        data.addMemory(m);
+                    }
+                }
             }
         }
         std::int64_t end = 0;
@@ -148,7 +228,7 @@ bool runLive(std::uint64_t sides, QTextStream &out)
         data.setMemoryBudget(budget);
         const std::int64_t rssBefore = residentBytes();
         clock.start();
-        generate(data, sides / 2, kLiveNodes, [&](std::uint64_t made) {
+        generate(data, sides / 2, kLiveNodes, {MemoryShape::Kind::Ddp, 0}, [&](std::uint64_t made) {
             if (firstDropS < 0 && data.historyDropped()) {
                 firstDropS = double(clock.nsecsElapsed()) / 1e9;
                 firstDropSides = 2 * made;
@@ -170,11 +250,11 @@ bool runLive(std::uint64_t sides, QTextStream &out)
         out << "# live: " << sides << " frame sides (" << (data.packetCount() + data.droppedPackets())
             << " packets) over " << kLiveNodes << " nodes, " << QString::number(runS, 'f', 0)
             << " s of run, under the live budget " << widgets::formatBytes(std::int64_t(budget)) << Qt::endl;
-        out << "live: kept " << data.packetCount() << " packets and " << data.spanCount()
-            << " spans (the last " << QString::number(keptS, 'f', 1) << " s), dropped "
-            << data.droppedPackets() << " packets and " << data.droppedSpans() << " spans in "
-            << data.dropGeneration() << " drops of ~"
-            << widgets::formatBytes(std::int64_t(data.dropChunkBytes())) << "; "
+        out << "live: kept " << data.packetCount() << " packets, " << data.spanCount() << " spans and "
+            << data.memorySampleCount() << " memory samples (the last " << QString::number(keptS, 'f', 1)
+            << " s), dropped " << data.droppedPackets() << " packets, " << data.droppedSpans()
+            << " spans and " << data.droppedMemorySamples() << " memory samples in " << data.dropGeneration()
+            << " drops of ~" << widgets::formatBytes(std::int64_t(data.dropChunkBytes())) << "; "
             << widgets::TimelineRenderer::historyMarkText(data) << Qt::endl;
         out << "live: held " << QString::number(double(held) / 1e6, 'f', 1) << " MB (peak "
             << QString::number(double(heldPeak) / 1e6, 'f', 1) << "), resident growth "
@@ -203,6 +283,7 @@ struct Level {
 int runTimelineBench(const QStringList &args, QTextStream &out, QTextStream &err)
 {
     std::uint64_t packets = 1'000'000;
+    std::uint64_t memorySamples = 1'000'000;
     int nodes = 8;
     int frames = 12;
     std::uint64_t liveSides = 90'000'000;
@@ -217,6 +298,9 @@ int runTimelineBench(const QStringList &args, QTextStream &out, QTextStream &err
         } else if (a == QLatin1String("--packets") && hasValue) {
             packets = args[++i].toULongLong(&ok);
             ok = ok && packets >= 1 && packets <= 50'000'000;
+        } else if (a == QLatin1String("--memory-samples") && hasValue) {
+            memorySamples = args[++i].toULongLong(&ok);
+            ok = ok && memorySamples <= 50'000'000;
         } else if (a == QLatin1String("--nodes") && hasValue) {
             nodes = args[++i].toInt(&ok);
             ok = ok && nodes >= 2 && nodes <= 64;
@@ -234,7 +318,8 @@ int runTimelineBench(const QStringList &args, QTextStream &out, QTextStream &err
         }
         if (!ok) {
             err << "smolctl: bench timeline: bad value for " << a
-                << " (--packets 1..50000000, --nodes 2..64, --frames 1..1000, --live-sides 0..1000000000)"
+                << " (--packets 1..50000000, --memory-samples 0..50000000, --nodes 2..64, --frames 1..1000, "
+                   "--live-sides 0..1000000000)"
                 << Qt::endl;
             return 2;
         }
@@ -245,10 +330,14 @@ int runTimelineBench(const QStringList &args, QTextStream &out, QTextStream &err
     QElapsedTimer load;
     load.start();
     if (session.isEmpty()) {
-        generate(data, packets, nodes);
-        out << "# " << data.packetCount() << " packets over " << nodes << " nodes, generated (ddp-like ring all-reduce, "
-            << data.spanCount() << " spans, " << data.stepStarts().size() << " steps, "
-            << QString::number(double(data.endNs() - data.beginNs()) / 1e9, 'f', 2) << " s of run)" << Qt::endl;
+        generate(data, packets, nodes,
+                 {memorySamples > 0 ? MemoryShape::Kind::Zero3 : MemoryShape::Kind::None, memorySamples});
+        out << "# " << data.packetCount() << " packets and " << data.memorySampleCount()
+            << " memory samples over " << nodes
+            << " nodes, generated (ddp-like ring all-reduce, zero3-like memory sawtooth, " << data.spanCount()
+            << " spans, " << data.stepStarts().size() << " steps, "
+            << QString::number(double(data.endNs() - data.beginNs()) / 1e9, 'f', 2) << " s of run)"
+            << Qt::endl;
     } else {
         try {
             engine::SessionReader reader(session);
@@ -257,8 +346,9 @@ int runTimelineBench(const QStringList &args, QTextStream &out, QTextStream &err
             err << "smolctl: bench timeline: " << e.what() << Qt::endl;
             return 1;
         }
-        out << "# " << session << ": " << data.packetCount() << " packets over " << data.laneCount() << " nodes, "
-            << data.spanCount() << " spans" << Qt::endl;
+        out << "# " << session << ": " << data.packetCount() << " packets over " << data.laneCount()
+            << " nodes, " << data.spanCount() << " spans, " << data.memorySampleCount() << " memory samples"
+            << Qt::endl;
     }
     const double loadS = double(load.nsecsElapsed()) / 1e9;
     data.packetBytes(0, 0, 1); // build the tooltips' byte index too: it is part of what the window holds
@@ -307,9 +397,10 @@ int runTimelineBench(const QStringList &args, QTextStream &out, QTextStream &err
         const double worst = ms.back();
         worstAll = std::max(worstAll, worst);
         out << level.name << ": median " << QString::number(ms[ms.size() / 2], 'f', 2) << " ms, worst "
-            << QString::number(worst, 'f', 2) << " ms over " << frames << " frames (last frame: " << last.arrows
-            << " arrows, " << last.packetRuns << " blocks holding " << last.packetsInRuns << " packets, " << last.spans
-            << " spans, " << last.spanRuns << " span blocks)" << Qt::endl;
+            << QString::number(worst, 'f', 2) << " ms over " << frames
+            << " frames (last frame: " << last.arrows << " arrows, " << last.packetRuns << " blocks holding "
+            << last.packetsInRuns << " packets, " << last.spans << " spans, " << last.spanRuns
+            << " span blocks, " << last.memoryColumns << " memory columns)" << Qt::endl;
     }
     const bool liveWithin = liveSides == 0 || runLive(liveSides, out);
     out << "targets: worst frame <= 16 ms: " << (worstAll <= 16 ? "met" : "NOT met")

@@ -37,6 +37,25 @@ widgets::TimelineSpan toTimeline(const engine::SpanEvent &s)
     return t;
 }
 
+widgets::TimelineMemorySample toTimeline(const engine::MemorySample &m)
+{
+    widgets::TimelineMemorySample t;
+    t.node = m.node;
+    t.tNs = m.tNs;
+    t.step = m.step;
+    t.params = m.params;
+    t.grads = m.grads;
+    t.optimizer = m.optimizer;
+    t.activations = m.activations;
+    t.comm = m.comm;
+    t.live = m.live;
+    t.peak = m.peak;
+    t.collective = int(m.collective);
+    t.seq = m.seq;
+    t.before = m.before;
+    return t;
+}
+
 QStringList collectiveNames()
 {
     QStringList names;
@@ -70,6 +89,7 @@ void loadTimeline(const engine::SessionReader &reader, widgets::TimelineData &da
                      total);
     });
     reader.forEachSpanByStart([&](const engine::SpanEvent &s) { data.addSpan(toTimeline(s)); });
+    reader.forEachMemory([&](const engine::MemorySample &m) { data.addMemory(toTimeline(m)); });
     if (progress)
         progress(total, total);
 }

@@ -1,7 +1,7 @@
-// The engine's events in the timeline's words: frame sides and spans
-// (net/trace.h, engine/session/session_events.h) translated into
-// widgets::TimelineFrameSide / TimelineSpan, and a whole session file loaded
-// into a widgets::TimelineData. The live bridge, the replay and
+// The engine's events in the timeline's words: frame sides, spans and
+// memory samples (net/trace.h, engine/session/session_events.h) translated
+// into widgets::TimelineFrameSide / TimelineSpan / TimelineMemorySample, and
+// a whole session file loaded into a widgets::TimelineData. The live bridge, the replay and
 // `smolctl bench timeline --session` all go through here.
 #pragma once
 
@@ -18,10 +18,12 @@ namespace smol::app {
 
 widgets::TimelineFrameSide toTimeline(const net::FrameEvent &e);
 widgets::TimelineSpan toTimeline(const engine::SpanEvent &s);
+widgets::TimelineMemorySample toTimeline(const engine::MemorySample &m);
 // net::collectiveName() by CollectiveKind value.
 QStringList collectiveNames();
 
-// Clears `data` and fills it with the session's nodes, frames and spans.
+// Clears `data` and fills it with the session's nodes, frames, spans and
+// memory samples (version 1 files: one a node and step).
 // `progress(done, total)` is called now and then (may be empty), in
 // nanoseconds of the recording read so far and in all. Throws
 // engine::SessionError for a damaged file.

@@ -18,6 +18,13 @@
 //   those events; the history-start mark is reported and painted (and
 //   nothing before it is hit); the widget moves its selection with the
 //   events or clears it, and a replay (not live) is never trimmed.
+// - memory lanes: the min/max envelope per pixel column equals a brute-force
+//   pass over the samples (a million and more, some out of order, at zoom
+//   levels from the whole run to a few ns per pixel); a hover returns the
+//   sample and its bytes by category; a painted zero3-like sawtooth is
+//   higher at the gathered instants, also when the teeth are narrower than a
+//   pixel; strips leave lanes too thin for them; samples keep to the budget
+//   and equal a fresh TimelineData's fed only the kept ones.
 #include "widgets/palette.h"
 #include "widgets/timeline_data.h"
 #include "widgets/timeline_renderer.h"
@@ -176,6 +183,156 @@ bool sameItems(const std::vector<LodItem> &a, const std::vector<LodItem> &b)
             a[i].endNs != b[i].endNs)
             return false;
     return true;
+}
+
+TimelineMemorySample memorySample(int node, std::int64_t t, std::int64_t params, std::int64_t comm = 0,
+                                  int collective = 5, bool before = false)
+{
+    TimelineMemorySample m;
+    m.node = node;
+    m.tNs = t;
+    m.step = 3;
+    m.params = params;
+    m.grads = 1 << 20;
+    m.optimizer = 2 << 20;
+    m.activations = 512 << 10;
+    m.comm = comm;
+    m.live = m.params + m.grads + m.optimizer + m.activations + m.comm;
+    m.peak = m.live + 1000;
+    m.collective = collective;
+    m.seq = 7;
+    m.before = before;
+    return m;
+}
+
+// A zero3-like sawtooth on `nodes` lanes: steps of 10 ms, each with four
+// all-gathers in its first 2 ms (every 500 us); a gathered layer (3 MiB more
+// params) is held for 90 us, [start + 10 us, start + 100 us), then freed.
+constexpr std::int64_t kStepNs = 10'000'000, kToothEveryNs = 500'000, kUpNs = 10'000, kDownNs = 100'000;
+constexpr std::int64_t kShard = 1 << 20, kLayer = 3 << 20;
+
+QStringList kindNames()
+{
+    QStringList names;
+    for (int k = 0; k <= 10; ++k)
+        names << (k == 4   ? QStringLiteral("reduce-scatter")
+                  : k == 5 ? QStringLiteral("all-gather")
+                           : QStringLiteral("kind %1").arg(k));
+    return names;
+}
+
+void addSawtooth(TimelineData &d, int nodes, int steps)
+{
+    d.setCollectiveNames(kindNames());
+    std::uint64_t seq = 0;
+    for (int step = 0; step < steps; ++step)
+        for (int r = 0; r < nodes; ++r) {
+            const std::int64_t s = step * kStepNs;
+            d.addMemory(memorySample(r, s, kShard, 0, 0));
+            for (int j = 0; j < 4; ++j, ++seq) {
+                const std::int64_t t = s + j * kToothEveryNs;
+                auto before = memorySample(r, t, kShard, kLayer, 5, true);
+                auto after = memorySample(r, t + kUpNs, kShard + kLayer, 0, 5, false);
+                auto freed = memorySample(r, t + kDownNs, kShard, 0, 4, true);
+                before.seq = after.seq = freed.seq = seq;
+                before.comm = 0;
+                d.addMemory(before);
+                d.addMemory(after);
+                d.addMemory(freed);
+            }
+        }
+}
+
+// The envelope by definition, a plain pass over the samples: column c holds
+// the samples with time in [axis.time(x0 + c), axis.time(x0 + c + 1)) and
+// the one in effect at its start, between the lane's first and last sample;
+// min/max by total, the earliest on ties.
+std::vector<TimelineData::MemoryRange> bruteEnvelope(const BlockList<StoredMemory> &v, const TimeAxis &axis,
+                                                     double x0, int columns)
+{
+    std::vector<TimelineData::MemoryRange> out(static_cast<std::size_t>(columns));
+    std::size_t k = 0;
+    for (int c = 0; c < columns; ++c) {
+        const std::int64_t b0 = axis.time(x0 + c), b1 = std::max(b0, axis.time(x0 + c + 1));
+        while (k < v.size() && v[k].tNs < b0)
+            ++k;
+        std::size_t end = k;
+        while (end < v.size() && v[end].tNs < b1)
+            ++end;
+        if (k >= v.size() || (k == 0 && end == 0))
+            continue;
+        TimelineData::MemoryRange &r = out[std::size_t(c)];
+        const std::size_t from = k > 0 ? k - 1 : 0, to = std::max(end, from + 1);
+        r.count = to - from;
+        r.minTotal = std::numeric_limits<std::int64_t>::max();
+        r.maxTotal = std::numeric_limits<std::int64_t>::min();
+        for (std::size_t i = from; i < to; ++i) {
+            const std::int64_t t = v[i].total();
+            if (t < r.minTotal) {
+                r.minTotal = t;
+                r.minAt = i;
+            }
+            if (t > r.maxTotal) {
+                r.maxTotal = t;
+                r.maxAt = i;
+            }
+        }
+    }
+    return out;
+}
+
+QString sameRanges(const std::vector<TimelineData::MemoryRange> &a,
+                   const std::vector<TimelineData::MemoryRange> &b)
+{
+    if (a.size() != b.size())
+        return QStringLiteral("%1 columns, expected %2").arg(a.size()).arg(b.size());
+    for (std::size_t c = 0; c < a.size(); ++c) {
+        const auto &x = a[c], &y = b[c];
+        if (x.count != y.count || (x.count > 0 && (x.minAt != y.minAt || x.maxAt != y.maxAt ||
+                                                   x.minTotal != y.minTotal || x.maxTotal != y.maxTotal)))
+            return QStringLiteral(
+                       "column %1: count %2 min %3@%4 max %5@%6, expected count %7 min %8@%9 max %10@%11")
+                .arg(c)
+                .arg(x.count)
+                .arg(x.minTotal)
+                .arg(x.minAt)
+                .arg(x.maxTotal)
+                .arg(x.maxAt)
+                .arg(y.count)
+                .arg(y.minTotal)
+                .arg(y.minAt)
+                .arg(y.maxTotal)
+                .arg(y.maxAt);
+    }
+    return {};
+}
+
+// A pixel of a memory strip: a category's colour, solid or faded over the background.
+bool isMemoryPixel(const QColor &c)
+{
+    const Palette &pal = Palette::normal();
+    for (MemoryCategory k : kMemoryCategories) {
+        const QColor solid = pal.category(k);
+        const double a = 105 / 255.0;
+        const QColor faded(int(solid.red() * a + pal.background.red() * (1 - a)),
+                           int(solid.green() * a + pal.background.green() * (1 - a)),
+                           int(solid.blue() * a + pal.background.blue() * (1 - a)));
+        for (const QColor &q : {solid, faded})
+            if (std::abs(c.red() - q.red()) <= 6 && std::abs(c.green() - q.green()) <= 6 &&
+                std::abs(c.blue() - q.blue()) <= 6)
+                return true;
+    }
+    return false;
+}
+
+// The highest memory pixel of a column of a strip (its y), or the strip's
+// bottom when the column is empty.
+int memoryTop(const QImage &image, int x, const QRectF &strip)
+{
+    for (int y = int(std::ceil(strip.top())); y < int(strip.bottom()); ++y)
+        if (isMemoryPixel(image.pixelColor(x, y)))
+            return y;
+    return int(strip.bottom());
 }
 
 } // namespace
@@ -725,6 +882,395 @@ private Q_SLOTS:
             r.paint(p, whole, a, {});
         }
         QVERIFY(r.historyMarkRect().isEmpty());
+    }
+
+    // The envelope a lane draws, column by column, against a plain pass
+    // over the samples: a lane past 2^20 samples (every group level in
+    // use), some at the same instant, some out of order.
+    void memoryEnvelopeMatchesBruteForce_data()
+    {
+        QTest::addColumn<int>("lane");
+        QTest::addColumn<double>("across"); // of the lane's range, across 1000 px; > 1: ns
+        QTest::addColumn<double>("at");     // where the view starts, of the range (may be < 0 or > 1)
+        QTest::newRow("whole run") << 0 << 1.0 << 0.0;
+        QTest::newRow("a tenth") << 0 << 0.1 << 0.45;
+        QTest::newRow("a thousandth") << 0 << 0.001 << 0.7;
+        QTest::newRow("a millionth") << 0 << 1e-6 << 0.3;
+        QTest::newRow("2 us across") << 0 << 2000.0 << 0.61;
+        QTest::newRow("50 ns across (0.05 ns per px)") << 0 << 50.0 << 0.2;
+        QTest::newRow("left of the first sample") << 0 << 0.01 << -0.005;
+        QTest::newRow("right of the last sample") << 0 << 0.01 << 0.995;
+        QTest::newRow("beyond the data") << 0 << 0.01 << 1.5;
+        QTest::newRow("small lane, whole") << 1 << 1.0 << 0.0;
+        QTest::newRow("small lane, deep") << 1 << 20000.0 << 0.5;
+    }
+    void memoryEnvelopeMatchesBruteForce()
+    {
+        QFETCH(int, lane);
+        QFETCH(double, across);
+        QFETCH(double, at);
+        static const TimelineData d = [] {
+            TimelineData data;
+            std::mt19937 rng(9);
+            std::uniform_int_distribution<int> gap(0, 2000), noise(0, 4096);
+            for (int l = 0; l < 2; ++l) {
+                const std::size_t n = l == 0 ? (std::size_t(1) << 20) + 70'000 : 5'000;
+                std::int64_t t = 1'000'000;
+                std::vector<TimelineMemorySample> late;
+                for (std::size_t i = 0; i < n; ++i) {
+                    t += gap(rng) < 100 ? 0 : gap(rng); // some at the same instant
+                    // A sawtooth with noise; the comm values repeat, so totals tie now and then.
+                    auto m = memorySample(l, t, kShard + ((i / 7) % 2) * kLayer,
+                                          std::int64_t(noise(rng) % 8) * 4096);
+                    m.activations = noise(rng) < 2048 ? 0 : 512 << 10;
+                    if (i % 997 == 5) { // held back: added three samples later, out of order
+                        late.push_back(m);
+                        continue;
+                    }
+                    data.addMemory(m);
+                    if (!late.empty() && i % 997 == 8) {
+                        data.addMemory(late.back());
+                        late.clear();
+                    }
+                }
+            }
+            return data;
+        }();
+        const auto &v = d.memory(lane);
+        QVERIFY(
+            std::is_sorted(v.begin(), v.end(), [](const auto &a, const auto &b) { return a.tNs < b.tNs; }));
+        const double range = double(v.back().tNs - v.front().tNs);
+        const double ns = across > 1 ? across : across * range;
+        const TimeAxis axis = axisOf(std::max(TimeAxis::kMinNsPerPixel, ns / 1000),
+                                     v.front().tNs + std::int64_t(at * range), 1000);
+        const double x0 = 0;
+        const auto got = d.memoryEnvelope(lane, axis, x0, 1000);
+        const auto want = bruteEnvelope(v, axis, x0, 1000);
+        const QString diff = sameRanges(got, want);
+        QVERIFY2(diff.isEmpty(), qPrintable(diff));
+        std::size_t filled = 0;
+        for (const auto &c : want)
+            filled += c.count > 0 ? 1 : 0;
+        if (at >= 0 && at + across <= 1 && across <= 1)
+            QCOMPARE(filled, std::size_t(1000)); // inside the data every column holds something
+        if (at > 1.1)
+            QCOMPARE(filled, std::size_t(0));
+        // Any range, as a hover asks.
+        std::mt19937 rng(int(1000 * at) + lane);
+        for (int k = 0; k < 200; ++k) {
+            const std::int64_t t0 =
+                axis.startNs +
+                std::int64_t(std::uniform_real_distribution<double>(0, 1000 * axis.nsPerPixel)(rng));
+            const std::int64_t len =
+                std::int64_t(std::uniform_real_distribution<double>(0, 50 * axis.nsPerPixel)(rng));
+            const TimeAxis one = axisOf(double(std::max<std::int64_t>(len, 1)), t0, 1);
+            const auto brute = bruteEnvelope(v, one, 0, 1);
+            const auto r = d.memoryIn(lane, t0, t0 + std::max<std::int64_t>(len, 1));
+            const QString rdiff = sameRanges({r}, brute);
+            QVERIFY2(rdiff.isEmpty(), qPrintable(rdiff));
+        }
+    }
+
+    // The sawtooth painted: higher at the gathered instants than between
+    // them, whether a tooth is 18 px wide or far narrower than a pixel.
+    void memorySawtoothPaints_data()
+    {
+        QTest::addColumn<double>("nsPerPixel");
+        QTest::addColumn<qint64>("startNs");
+        QTest::newRow("teeth 18 px wide") << 5'000.0 << qint64(3 * kStepNs - 20'000);
+        QTest::newRow("teeth of 0.45 px, 4 per 10 px") << 200'000.0 << qint64(0);
+        QTest::newRow("deep: a tooth across") << 150.0 << qint64(5 * kStepNs + kToothEveryNs);
+    }
+    void memorySawtoothPaints()
+    {
+        QFETCH(double, nsPerPixel);
+        QFETCH(qint64, startNs);
+        TimelineData d;
+        d.setNodes({QStringLiteral("a"), QStringLiteral("b")});
+        addSawtooth(d, 2, 20);
+        QVERIFY(d.hasMemory());
+        QCOMPARE(d.memorySampleCount(), std::size_t(2 * 20 * 13));
+        QImage image(1000, 280, QImage::Format_ARGB32_Premultiplied);
+        TimelineRenderer r;
+        r.layout(QRectF(0, 0, 1000, 280), d.laneCount());
+        TimeAxis a;
+        a.left = r.timeLeft();
+        a.width = r.timeWidth();
+        a.clampTo(d.beginNs(), d.endNs());
+        a.nsPerPixel = nsPerPixel;
+        a.startNs = startNs;
+        TimelineFrameStats stats;
+        {
+            QPainter p(&image);
+            stats = r.paint(p, d, a, {});
+        }
+        QVERIFY(r.memoryShown());
+        QVERIFY(stats.memoryColumns > 0);
+        const std::int64_t peak = kShard + kLayer + (1 << 20) + (2 << 20) + (512 << 10);
+        const std::int64_t baseline = peak - kLayer;
+        for (int lane = 0; lane < 2; ++lane) // 7.5 MiB, rounded up to a quarter of 4 MiB's power
+            QCOMPARE(r.memoryScale(lane), std::int64_t(8) << 20);
+        // Where a pixel column must reach: the peak if it overlaps a tooth,
+        // the baseline if no tooth is within a pixel of it.
+        const auto toothNear = [&](std::int64_t t0, std::int64_t t1) {
+            for (std::int64_t s = (std::max<std::int64_t>(t0, 0) / kStepNs) * kStepNs - kStepNs; s <= t1;
+                 s += kStepNs)
+                for (int j = 0; j < 4; ++j) {
+                    const std::int64_t up = s + j * kToothEveryNs + kUpNs,
+                                       down = s + j * kToothEveryNs + kDownNs;
+                    if (t0 < down && t1 > up)
+                        return true;
+                }
+            return false;
+        };
+        const std::int64_t last = d.memory(0).back().tNs;
+        for (int lane = 0; lane < 2; ++lane) {
+            const QRectF strip = r.memoryRect(lane);
+            QVERIFY(strip.height() >= 20);
+            QVERIFY(strip.top() >= r.rowRect(lane, TimelineData::Row::Collective).bottom());
+            const double base = std::floor(strip.bottom());
+            const int peakY =
+                int(std::lround(base - strip.height() * double(peak) / double(r.memoryScale(lane))));
+            const int baseY =
+                int(std::lround(base - strip.height() * double(baseline) / double(r.memoryScale(lane))));
+            QVERIFY(baseY - peakY >= 10);
+            int peaks = 0, flats = 0;
+            for (int x = int(std::ceil(r.timeLeft())) + 1; x < image.width() - 1; ++x) {
+                const std::int64_t t0 = a.time(x), t1 = a.time(x + 1);
+                if (t1 > last)
+                    break;
+                const int top = memoryTop(image, x, strip);
+                if (toothNear(t0, t1)) {
+                    QVERIFY2(
+                        std::abs(top - peakY) <= 1,
+                        qPrintable(QStringLiteral("x %1: top %2, peak at %3").arg(x).arg(top).arg(peakY)));
+                    ++peaks;
+                } else if (!toothNear(a.time(x - 1), a.time(x + 2))) {
+                    QVERIFY2(std::abs(top - baseY) <= 1,
+                             qPrintable(
+                                 QStringLiteral("x %1: top %2, baseline at %3").arg(x).arg(top).arg(baseY)));
+                    ++flats;
+                }
+            }
+            QVERIFY2(peaks >= 4 && (flats >= 10 || nsPerPixel < 1000),
+                     qPrintable(QStringLiteral("%1 peaks, %2 flats").arg(peaks).arg(flats)));
+        }
+    }
+
+    // Each lane on its own scale: a node holding an eighth as much still
+    // fills its strip, and its label says how much that is.
+    void memoryScalesPerLane()
+    {
+        TimelineData d;
+        addSawtooth(d, 1, 4);
+        for (std::int64_t t = 0; t < 4 * kStepNs; t += kStepNs / 4)
+            d.addMemory(memorySample(1, t, (t / (kStepNs / 4)) % 2 ? 1 << 20 : 0)); // 3.5 MiB, then 4.5 MiB
+        QImage image(1000, 280, QImage::Format_ARGB32_Premultiplied);
+        TimelineRenderer r;
+        r.layout(QRectF(0, 0, 1000, 280), d.laneCount());
+        TimeAxis a;
+        a.left = r.timeLeft();
+        a.width = r.timeWidth();
+        a.clampTo(d.beginNs(), d.endNs());
+        a.fit();
+        {
+            QPainter p(&image);
+            r.paint(p, d, a, {});
+        }
+        QCOMPARE(r.memoryScale(0), std::int64_t(8) << 20);
+        QCOMPARE(r.memoryScale(1), std::int64_t(5) << 20); // 4.5 MiB, to a quarter of 4 MiB
+        // Lane 1's higher samples reach 4.5/5 of its strip, not 4.5/8.
+        const QRectF strip = r.memoryRect(1);
+        const int x = int(a.x(kStepNs / 4 + kStepNs / 8));
+        const double height = std::floor(strip.bottom()) - memoryTop(image, x, strip);
+        QVERIFY2(std::abs(height - strip.height() * 4.5 / 5) <= 1.5, qPrintable(QString::number(height)));
+    }
+
+    // A hover on a memory strip says what the node held at that instant.
+    void memoryHoverGivesCategories()
+    {
+        TimelineData d;
+        d.setNodes({QStringLiteral("a"), QStringLiteral("b")});
+        addSawtooth(d, 2, 20);
+        QImage image(1000, 280, QImage::Format_ARGB32_Premultiplied);
+        TimelineRenderer r;
+        r.layout(QRectF(0, 0, 1000, 280), d.laneCount());
+        TimeAxis a;
+        a.left = r.timeLeft();
+        a.width = r.timeWidth();
+        a.clampTo(d.beginNs(), d.endNs());
+        a.nsPerPixel = 5'000;
+        a.startNs = 3 * kStepNs - 20'000;
+        {
+            QPainter p(&image);
+            r.paint(p, d, a, {});
+        }
+        // Inside the second tooth of step 3 on lane 1: the sample after its all-gather.
+        const std::int64_t t = 3 * kStepNs + kToothEveryNs + 50'000;
+        const QRectF strip = r.memoryRect(1);
+        const TimelineHit hit = r.hitTest(QPointF(a.x(t), strip.bottom() - 2));
+        QCOMPARE(int(hit.kind), int(TimelineHit::Kind::Memory));
+        QCOMPARE(hit.lane, 1);
+        QCOMPARE(hit.count, std::size_t(1));
+        const StoredMemory &m = d.memory(1)[hit.first];
+        QCOMPARE(m.tNs, 3 * kStepNs + kToothEveryNs + kUpNs);
+        QCOMPARE(m.bytes[0], kShard + kLayer);
+        QCOMPARE(m.bytes[1], std::int64_t(1) << 20);
+        QCOMPARE(m.bytes[2], std::int64_t(2) << 20);
+        QCOMPARE(m.bytes[3], std::int64_t(512) << 10);
+        QCOMPARE(m.bytes[4], std::int64_t(0));
+        QVERIFY(!m.before);
+        const QString text = TimelineRenderer::describe(d, hit);
+        for (const QString &part :
+             {QStringLiteral("memory of b at "), QStringLiteral("after all-gather #"),
+              QStringLiteral("step 3"), QStringLiteral("params 4.0 MiB"), QStringLiteral("grads 1.0 MiB"),
+              QStringLiteral("optimizer 2.0 MiB"), QStringLiteral("activations 512 KiB"),
+              QStringLiteral("comm 0 B"), QStringLiteral("total 7.5 MiB"), QStringLiteral("held 90.0 µs")})
+            QVERIFY2(text.contains(part), qPrintable(text));
+        // Between teeth: the freed layer, before the reduce-scatter.
+        const TimelineHit flat =
+            r.hitTest(QPointF(a.x(3 * kStepNs + kToothEveryNs + 300'000), strip.bottom() - 2));
+        QCOMPARE(int(flat.kind), int(TimelineHit::Kind::Memory));
+        QCOMPARE(d.memory(1)[flat.first].bytes[0], kShard);
+        QVERIFY(TimelineRenderer::describe(d, flat).contains(QStringLiteral("before reduce-scatter #")));
+        // Above the strip: not memory.
+        QVERIFY(r.hitTest(QPointF(a.x(t), strip.top() - 3)).kind != TimelineHit::Kind::Memory);
+        // Zoomed out, a column holds several samples: the highest, and the range.
+        a.nsPerPixel = 200'000;
+        a.startNs = 0;
+        {
+            QPainter p(&image);
+            r.paint(p, d, a, {});
+        }
+        const TimelineHit many =
+            r.hitTest(QPointF(a.x(2 * kStepNs + 2 * kToothEveryNs + kUpNs), r.memoryRect(0).center().y()));
+        QCOMPARE(int(many.kind), int(TimelineHit::Kind::Memory));
+        QVERIFY(many.count > 1);
+        QCOMPARE(d.memory(0)[many.first].bytes[0], kShard + kLayer);
+        const QString manyText = TimelineRenderer::describe(d, many);
+        QVERIFY2(manyText.contains(QStringLiteral("samples in this pixel")) &&
+                     manyText.contains(QStringLiteral("to 7.5 MiB")),
+                 qPrintable(manyText));
+    }
+
+    // Memory strips only where lanes are tall enough, and only with memory.
+    void memoryStripsNeedRoom_data()
+    {
+        QTest::addColumn<int>("lanes");
+        QTest::addColumn<double>("height");
+        QTest::addColumn<bool>("withMemory");
+        QTest::addColumn<bool>("shown");
+        QTest::newRow("4 lanes") << 4 << 300.0 << true << true;
+        QTest::newRow("8 lanes in 400 px") << 8 << 400.0 << true << true;
+        QTest::newRow("32 lanes") << 32 << 600.0 << true << false;
+        QTest::newRow("64 lanes") << 64 << 600.0 << true << false;
+        QTest::newRow("4 lanes, no memory") << 4 << 300.0 << false << false;
+    }
+    void memoryStripsNeedRoom()
+    {
+        QFETCH(int, lanes);
+        QFETCH(double, height);
+        QFETCH(bool, withMemory);
+        QFETCH(bool, shown);
+        TimelineData d;
+        for (int i = 0; i < lanes; ++i)
+            addPacket(d, i, (i + 1) % lanes, 1'000 + i * 100, 2'000, std::uint32_t(i));
+        if (withMemory)
+            addSawtooth(d, lanes, 2);
+        TimelineRenderer r;
+        r.layout(QRectF(0, 0, 900, height), lanes);
+        const double packetYBefore = r.packetY(0);
+        QImage image(900, int(height), QImage::Format_ARGB32_Premultiplied);
+        TimeAxis a;
+        a.left = r.timeLeft();
+        a.width = r.timeWidth();
+        a.clampTo(d.beginNs(), d.endNs());
+        a.fit();
+        QPainter p(&image);
+        const TimelineFrameStats stats = r.paint(p, d, a, {});
+        QCOMPARE(r.memoryShown(), shown);
+        QCOMPARE(stats.memoryColumns > 0, shown);
+        QCOMPARE(r.memoryRect(0).isEmpty(), !shown);
+        if (!shown) {
+            QCOMPARE(r.packetY(0), packetYBefore); // the lanes as they were
+            return;
+        }
+        for (int lane = 0; lane < lanes; ++lane) { // in its lane, under the spans and the packet strip
+            const QRectF m = r.memoryRect(lane);
+            QVERIFY(r.laneRect(lane).contains(m));
+            QVERIFY(m.top() > r.packetY(lane));
+            QVERIFY(r.packetY(lane) > r.rowRect(lane, TimelineData::Row::Collective).bottom());
+        }
+    }
+
+    // Memory samples keep to the budget, by the same rule as the events.
+    void memoryKeepsToBudget()
+    {
+        constexpr std::size_t kBudget = std::size_t(4) << 20;
+        TimelineData live;
+        live.setMemoryBudget(kBudget);
+        live.setCollectiveNames(kindNames());
+        // Every collective span of the run brings a sample before and after
+        // it on its node, with a sawtooth in params (the gathered layer).
+        const auto samplesOf = [](const std::vector<TimelineSpan> &spans) {
+            std::vector<TimelineMemorySample> out;
+            for (const auto &sp : spans)
+                if (sp.kind == TimelineSpanKind::Collective) {
+                    out.push_back(memorySample(sp.node, sp.startNs, kShard, kLayer, sp.collective, true));
+                    out.push_back(memorySample(sp.node, sp.endNs, kShard + kLayer, 0, sp.collective, false));
+                }
+            return out;
+        };
+        std::size_t maxHeld = 0, fed = 0;
+        liveRun(600'000, [&](const auto &frames, const auto &spans) {
+            feed(live, frames, spans);
+            for (const auto &m : samplesOf(spans)) {
+                live.addMemory(m);
+                ++fed;
+            }
+            maxHeld = std::max(maxHeld, live.memoryBytes());
+        });
+        QVERIFY(live.historyDropped());
+        QVERIFY2(maxHeld <= kBudget + kBlockBytes, qPrintable(QString::number(maxHeld)));
+        const std::int64_t cut = live.historyStartNs();
+        QCOMPARE(live.memorySampleCount() + live.droppedMemorySamples(), fed);
+        QVERIFY(live.droppedMemorySamples() > fed / 2);
+        // A sample for the dropped past is not kept.
+        live.addMemory(memorySample(0, cut - 1, kShard));
+        QCOMPARE(live.memorySampleCount() + live.droppedMemorySamples(), fed + 1);
+        qInfo("kept %zu of %zu memory samples, peak %zu bytes (budget %zu)", live.memorySampleCount(), fed,
+              maxHeld, kBudget);
+        TimelineData kept;
+        liveRun(600'000, [&](const auto &, const auto &spans) {
+            for (const auto &m : samplesOf(spans))
+                if (m.tNs >= cut)
+                    kept.addMemory(m);
+        });
+        QCOMPARE(live.memorySampleCount(), kept.memorySampleCount());
+        for (int lane = 0; lane < live.laneCount(); ++lane) {
+            const auto &a = live.memory(lane), &b = kept.memory(lane);
+            QCOMPARE(a.size(), b.size());
+            QVERIFY(a.size() > 0);
+            QVERIFY(a.front().tNs >= cut);
+            for (std::size_t i = 0; i < a.size(); ++i)
+                QVERIFY(a[i].tNs == b[i].tNs && a[i].total() == b[i].total() && a[i].before == b[i].before);
+            const double range = double(live.endNs() - cut);
+            for (double across : {range, range / 50, 2e6, 50e3})
+                for (double at : {0.0, 0.3, 0.97}) {
+                    const TimeAxis axis = axisOf(across / 1000, cut + std::int64_t(at * (range - across)));
+                    const QString diff = sameRanges(live.memoryEnvelope(lane, axis, 0, 1000),
+                                                    kept.memoryEnvelope(lane, axis, 0, 1000));
+                    QVERIFY2(diff.isEmpty(), qPrintable(diff));
+                    const QString brute =
+                        sameRanges(live.memoryEnvelope(lane, axis, 0, 1000), bruteEnvelope(a, axis, 0, 1000));
+                    QVERIFY2(brute.isEmpty(), qPrintable(brute));
+                }
+        }
+        // Per lane, what left the front of its list (a selection's index moves by it).
+        std::uint64_t listed = 0;
+        for (int lane = 0; lane < live.laneCount(); ++lane)
+            listed += live.memoryDroppedFrom(lane) + live.memory(lane).size();
+        QCOMPARE(listed, std::uint64_t(fed));
     }
 
     // The widget: live it keeps to its budget and moves the selection with

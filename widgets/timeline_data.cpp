@@ -211,6 +211,335 @@ void TimelineData::addSpan(const TimelineSpan &s)
         enforceBudget();
 }
 
+void TimelineData::addMemory(const TimelineMemorySample &m)
+{
+    if (m.node < 0 || m.node > 0xffff)
+        return;
+    Lane &l = lane(m.node);
+    m_hasMemory = true;
+    if (m.tNs < m_keptFromNs) { // late, for the dropped history
+        ++m_droppedMemory;
+        return;
+    }
+    grow(m.tNs, m.tNs);
+    StoredMemory st;
+    st.tNs = m.tNs;
+    st.bytes[0] = m.params;
+    st.bytes[1] = m.grads;
+    st.bytes[2] = m.optimizer;
+    st.bytes[3] = m.activations;
+    st.bytes[4] = m.comm;
+    st.live = m.live;
+    st.peak = m.peak;
+    st.seq = m.seq;
+    st.step = std::int32_t(std::clamp<std::int64_t>(m.step, -1, std::numeric_limits<std::int32_t>::max()));
+    st.collective = std::uint8_t(m.collective);
+    st.before = m.before;
+    auto &v = l.memory;
+    auto &keys = l.memoryKeys;
+    std::size_t at = v.size();
+    if (!keys.empty() && keys.back().tNs > m.tNs) // out of order: after the samples of its instant
+        at = std::size_t(std::upper_bound(keys.begin(), keys.end(), m.tNs,
+                                          [](std::int64_t t, const MemoryKey &q) { return t < q.tNs; }) -
+                         keys.begin());
+    bool grew = v.insert(at, st);
+    const MemoryKey key{st.tNs, st.total(), MemoryShares::of(st)};
+    grew |= keys.insert(at, key);
+    ++m_memoryCount;
+    const std::uint64_t abs = l.droppedMemory + at;
+    const std::uint64_t end = l.droppedMemory + v.size();
+    if (at + 1 < v.size()) {
+        // The samples after it moved up by one: their groups are redone
+        // (O(n - at), like the insert itself).
+        grew |= rebuildMemoryLevels(l, abs, 0);
+    } else {
+        const std::int64_t total = key.total;
+        for (MemoryLevel &level : l.memoryLevels) {
+            const std::uint64_t g = abs >> memoryGroupShift(int(&level - l.memoryLevels.data()));
+            if (g - level.front == level.groups.size()) {
+                grew |= level.groups.push_back(
+                    MemoryGroup{abs, abs, total, total, key.shares, key.shares, st.tNs});
+                continue;
+            }
+            MemoryGroup &group = level.groups[std::size_t(g - level.front)];
+            if (total < group.minTotal) {
+                group.minTotal = total;
+                group.minAt = abs;
+                group.minShares = key.shares;
+            }
+            if (total > group.maxTotal) {
+                group.maxTotal = total;
+                group.maxAt = abs;
+                group.maxShares = key.shares;
+            }
+        }
+    }
+    // A level once the lane has had a whole group of its size.
+    while (int(l.memoryLevels.size()) < kMemoryLevels && end >= memoryGroupSize(int(l.memoryLevels.size()))) {
+        const int level = int(l.memoryLevels.size());
+        l.memoryLevels.push_back(MemoryLevel{{}, l.droppedMemory >> memoryGroupShift(level)});
+        grew |= rebuildMemoryLevels(l, l.droppedMemory, level);
+    }
+    if (grew)
+        enforceBudget();
+}
+
+bool TimelineData::rebuildMemoryLevels(Lane &l, std::uint64_t fromAbs, int firstLevel)
+{
+    bool grew = false;
+    const std::uint64_t front = l.droppedMemory, end = l.droppedMemory + l.memory.size();
+    for (int level = firstLevel; level < int(l.memoryLevels.size()); ++level) {
+        MemoryLevel &lv = l.memoryLevels[std::size_t(level)];
+        const std::uint64_t size = memoryGroupSize(level);
+        const std::uint64_t g0 = std::max(fromAbs / size, lv.front);
+        lv.groups.truncate(std::size_t(g0 - lv.front));
+        // From the groups below, which are whole by now.
+        for (std::uint64_t g = g0; g * size < end; ++g) {
+            const std::uint64_t first = std::max(front, g * size);
+            MemoryGroup group = memoryMinMax(l, first, std::min(end, (g + 1) * size), level - 1);
+            group.firstNs = l.memoryKeys[std::size_t(first - front)].tNs;
+            grew |= lv.groups.push_back(group);
+        }
+    }
+    return grew;
+}
+
+TimelineData::MemoryGroup TimelineData::memoryMinMax(const Lane &l, std::uint64_t a, std::uint64_t b,
+                                                     int maxLevel) const
+{
+    MemoryGroup r;
+    // In order, strictly: the earliest of equal totals wins.
+    const auto fold = [&r](const MemoryGroup &x) {
+        if (x.minTotal < r.minTotal) {
+            r.minTotal = x.minTotal;
+            r.minAt = x.minAt;
+            r.minShares = x.minShares;
+        }
+        if (x.maxTotal > r.maxTotal) {
+            r.maxTotal = x.maxTotal;
+            r.maxAt = x.maxAt;
+            r.maxShares = x.maxShares;
+        }
+    };
+    // Samples [from, to), block by block through plain pointers.
+    const auto foldSamples = [&](std::uint64_t from, std::uint64_t to) {
+        while (from < to) {
+            std::size_t n = 0;
+            const MemoryKey *k = l.memoryKeys.run(std::size_t(from - l.droppedMemory), n);
+            n = std::min<std::size_t>(n, std::size_t(to - from));
+            for (std::size_t i = 0; i < n; ++i, ++k) {
+                if (k->total < r.minTotal) {
+                    r.minTotal = k->total;
+                    r.minAt = from + i;
+                    r.minShares = k->shares;
+                }
+                if (k->total > r.maxTotal) {
+                    r.maxTotal = k->total;
+                    r.maxAt = from + i;
+                    r.maxShares = k->shares;
+                }
+            }
+            from += n;
+        }
+    };
+    const int levels = std::min(maxLevel + 1, int(l.memoryLevels.size()));
+    const std::uint64_t g0 = memoryGroupSize(0);
+    if (levels <= 0 || b - a < g0) {
+        foldSamples(a, b);
+        return r;
+    }
+    // Samples up to a group boundary, the largest groups that fit, samples after.
+    const std::uint64_t aligned = std::min(b, (a + g0 - 1) & ~(g0 - 1));
+    foldSamples(a, aligned);
+    a = aligned;
+    while (a + g0 <= b) {
+        int use = 0;
+        while (use + 1 < levels && (a & (memoryGroupSize(use + 1) - 1)) == 0 &&
+               a + memoryGroupSize(use + 1) <= b)
+            ++use;
+        const MemoryLevel &lv = l.memoryLevels[std::size_t(use)];
+        fold(lv.groups[std::size_t((a >> memoryGroupShift(use)) - lv.front)]);
+        a += memoryGroupSize(use);
+    }
+    foldSamples(a, b);
+    return r;
+}
+
+TimelineData::MemoryRange TimelineData::memoryRange(const Lane &l, std::size_t i, std::size_t j) const
+{
+    // i: the first sample at or after the range's start, j: the first at or
+    // after its end. In effect: the one before i (if any) and [i, j).
+    const std::size_t n = l.memory.size();
+    if (i >= n || (i == 0 && j == 0))
+        return {};
+    const std::size_t from = i > 0 ? i - 1 : 0;
+    const std::size_t to = std::max(j, from + 1);
+    MemoryRange r;
+    r.count = to - from;
+    if (r.count == 1) {
+        r.minAt = r.maxAt = from;
+        r.minTotal = r.maxTotal = l.memoryKeys[from].total;
+        r.minShares = r.maxShares = l.memoryKeys[from].shares;
+        return r;
+    }
+    const MemoryGroup g = memoryMinMax(l, l.droppedMemory + from, l.droppedMemory + to, kMemoryLevels);
+    r.minAt = std::size_t(g.minAt - l.droppedMemory);
+    r.maxAt = std::size_t(g.maxAt - l.droppedMemory);
+    r.minTotal = g.minTotal;
+    r.maxTotal = g.maxTotal;
+    r.minShares = g.minShares;
+    r.maxShares = g.maxShares;
+    return r;
+}
+
+TimelineData::MemoryRange TimelineData::memoryIn(int laneIndex, std::int64_t t0, std::int64_t t1) const
+{
+    if (laneIndex < 0 || laneIndex >= laneCount())
+        return {};
+    const Lane &l = m_lanes[std::size_t(laneIndex)];
+    const auto &v = l.memoryKeys;
+    const std::size_t i = std::size_t(std::lower_bound(v.begin(), v.end(), t0) - v.begin());
+    const std::size_t j =
+        std::size_t(std::lower_bound(v.begin() + std::ptrdiff_t(i), v.end(), std::max(t0, t1)) - v.begin());
+    return memoryRange(l, i, j);
+}
+
+std::vector<TimelineData::MemoryRange> TimelineData::memoryEnvelope(int laneIndex, const TimeAxis &axis,
+                                                                    double x0, int columns) const
+{
+    std::vector<MemoryRange> out(std::size_t(std::max(columns, 0)));
+    forEachMemoryColumn(laneIndex, axis, x0, columns,
+                        [&](int c, const MemoryRange &r) { out[std::size_t(c)] = r; });
+    return out;
+}
+
+void TimelineData::forEachMemoryColumn(int laneIndex, const TimeAxis &axis, double x0, int columns,
+                                       const std::function<void(int, const MemoryRange &)> &fn) const
+{
+    if (laneIndex < 0 || laneIndex >= laneCount() || columns <= 0)
+        return;
+    const Lane &l = m_lanes[std::size_t(laneIndex)];
+    const auto &keys = l.memoryKeys;
+    const std::size_t n = keys.size();
+    if (n == 0)
+        return;
+    const std::uint64_t front = l.droppedMemory;
+    constexpr unsigned kShift = memoryGroupShift(0);
+    const MemoryLevel *groups =
+        l.memoryLevels.empty() || l.memoryLevels[0].groups.empty() ? nullptr : &l.memoryLevels[0];
+    // One walk over the columns, each sample read once: a column is the
+    // sample in effect at its start, the rest of that sample's group of 16,
+    // whole groups (the min/max levels), and the samples of the group its
+    // end falls in, read while looking for that end. Where the end is among
+    // the groups is found by galloping over their first times.
+    MemoryGroup acc;
+    const auto foldKey = [&acc](const MemoryKey &k, std::uint64_t at) {
+        if (k.total < acc.minTotal) {
+            acc.minTotal = k.total;
+            acc.minAt = at;
+            acc.minShares = k.shares;
+        }
+        if (k.total > acc.maxTotal) {
+            acc.maxTotal = k.total;
+            acc.maxAt = at;
+            acc.maxShares = k.shares;
+        }
+    };
+    // Folds samples from `k` while they are before `end` (and before index
+    // `limit`); returns where it stopped.
+    const auto scan = [&](std::size_t k, std::size_t limit, std::int64_t end) {
+        while (k < limit) {
+            std::size_t run = 0;
+            const MemoryKey *p = keys.run(k, run);
+            run = std::min(run, limit - k);
+            for (std::size_t r = 0; r < run; ++r, ++p, ++k)
+                if (p->tNs < end)
+                    foldKey(*p, front + k);
+                else
+                    return k;
+        }
+        return k;
+    };
+    std::int64_t t = axis.time(x0);
+    std::size_t i = std::size_t(std::lower_bound(keys.begin(), keys.end(), t) - keys.begin());
+    for (int c = 0; c < columns && i < n; ++c) { // past the last sample the rest are empty
+        const std::int64_t next = std::max(t, axis.time(x0 + c + 1));
+        acc = MemoryGroup();
+        const std::size_t from = i > 0 ? i - 1 : 0;
+        if (i > 0)
+            foldKey(keys[i - 1], front + i - 1);
+        std::size_t k = i;
+        if (groups && keys[k].tNs < next) {
+            // The last group whose first time is before the column's end.
+            const auto firstNs = [&](std::uint64_t g) {
+                return groups->groups[std::size_t(g - groups->front)].firstNs;
+            };
+            const std::uint64_t gk = (front + k) >> kShift;
+            const std::uint64_t last = groups->front + groups->groups.size() - 1;
+            std::uint64_t lo = gk, step = 1;
+            while (lo + step <= last && firstNs(lo + step) < next) {
+                lo += step;
+                step *= 2;
+            }
+            std::uint64_t hi = std::min(lo + step, last + 1);
+            while (hi - lo > 1) {
+                const std::uint64_t mid = lo + (hi - lo) / 2;
+                (firstNs(mid) < next ? lo : hi) = mid;
+            }
+            if (lo > gk) { // the rest of k's group, then the whole groups up to lo's
+                const std::size_t groupEnd = std::size_t(((gk + 1) << kShift) - front);
+                k = scan(k, groupEnd, next);
+                const std::uint64_t a = (gk + 1) << kShift, b = lo << kShift;
+                if (a < b) {
+                    const MemoryGroup whole = memoryMinMax(l, a, b, kMemoryLevels);
+                    if (whole.minTotal < acc.minTotal) {
+                        acc.minTotal = whole.minTotal;
+                        acc.minAt = whole.minAt;
+                        acc.minShares = whole.minShares;
+                    }
+                    if (whole.maxTotal > acc.maxTotal) {
+                        acc.maxTotal = whole.maxTotal;
+                        acc.maxAt = whole.maxAt;
+                        acc.maxShares = whole.maxShares;
+                    }
+                }
+                k = std::size_t(b - front);
+            }
+        }
+        const std::size_t j = scan(k, n, next);
+        // Ask for the samples two columns on, where that column's end
+        // likely falls (a column's samples are read in one short burst, too
+        // short for the hardware to see the stream).
+        const std::size_t ahead = j + 2 * (j - i);
+        if (ahead + 24 < n && j > i) {
+            std::size_t run = 0;
+            const char *p =
+                reinterpret_cast<const char *>(keys.run(ahead - std::min<std::size_t>(ahead, 8), run));
+            for (std::size_t line = 0; line < 24 * sizeof(MemoryKey) && line < run * sizeof(MemoryKey);
+                 line += 64)
+                __builtin_prefetch(p + line);
+        }
+        if (j > 0) { // else nothing is in effect before the first sample
+            MemoryRange r;
+            r.count = std::max(j, from + 1) - from;
+            r.minAt = std::size_t(acc.minAt - front);
+            r.maxAt = std::size_t(acc.maxAt - front);
+            r.minTotal = acc.minTotal;
+            r.maxTotal = acc.maxTotal;
+            r.minShares = acc.minShares;
+            r.maxShares = acc.maxShares;
+            fn(c, r);
+        }
+        i = j;
+        t = next;
+    }
+}
+
+std::uint64_t TimelineData::memoryDroppedFrom(int laneIndex) const
+{
+    return laneIndex >= 0 && laneIndex < laneCount() ? m_lanes[std::size_t(laneIndex)].droppedMemory : 0;
+}
+
 const BlockList<StoredSpan> &TimelineData::spans(int lane, Row row) const
 {
     const Lane &l = m_lanes[std::size_t(lane)];
@@ -259,9 +588,13 @@ std::size_t TimelineData::memoryBytes() const
 std::size_t TimelineData::eventBytes() const
 {
     std::size_t bytes = 0;
-    for (const Lane &l : m_lanes)
+    for (const Lane &l : m_lanes) {
         bytes += l.packets.bytes() + l.prefixBytes.bytes() + l.compute.bytes() + l.collectives.bytes() +
-                 l.pauses.bytes();
+                 l.pauses.bytes() + l.memory.bytes() + l.memoryKeys.bytes() +
+                 l.memoryLevels.capacity() * sizeof(MemoryLevel);
+        for (const MemoryLevel &level : l.memoryLevels)
+            bytes += level.groups.bytes();
+    }
     return bytes;
 }
 
@@ -349,6 +682,21 @@ void TimelineData::dropBefore(std::int64_t cut)
             l.droppedSpans[int(row)] += n;
             m_spanCount -= n;
             m_droppedSpans += n;
+        }
+        // Memory samples before the cut; the groups wholly before it go
+        // (the one the cut splits stays, never used whole again).
+        const std::size_t m = std::size_t(std::lower_bound(l.memoryKeys.begin(), l.memoryKeys.end(), cut) -
+                                          l.memoryKeys.begin());
+        l.memory.dropFront(m);
+        l.memoryKeys.dropFront(m);
+        l.droppedMemory += m;
+        m_memoryCount -= m;
+        m_droppedMemory += m;
+        for (std::size_t level = 0; level < l.memoryLevels.size(); ++level) {
+            MemoryLevel &lv = l.memoryLevels[level];
+            const std::uint64_t front = l.droppedMemory >> memoryGroupShift(int(level));
+            lv.groups.dropFront(std::size_t(std::min<std::uint64_t>(front - lv.front, lv.groups.size())));
+            lv.front = front;
         }
     }
     // Steps (numbered in time order) that ended before the cut.

@@ -1,18 +1,21 @@
 // What the packets-in-flight timeline draws, held compactly enough for a
 // million packets (about 60 bytes each with their indexes): per node lane,
 // the packets it sent sorted by send time, its compute spans, collective
-// spans and pauses sorted by start, and the steps' start times.
+// spans and pauses sorted by start, its memory samples by time, and the
+// steps' start times.
 //
 // Plain structs in, no engine types: the bridge (app/) translates the
-// engine's frame and span events (net/trace.h, engine/session) into
-// TimelineFrameSide / TimelineSpan. Sends and receives of one frame arrive
+// engine's frame and span events and memory samples (net/trace.h,
+// engine/session) into TimelineFrameSide / TimelineSpan /
+// TimelineMemorySample. Sends and receives of one frame arrive
 // separately, in either order, possibly from different threads' batches;
 // the data pairs them per link (src, dst) by (collective, seq, tag) in
 // order. A send without its receive yet is a packet in flight.
 //
-// The level-of-detail queries (collapsePackets, collapseSpans) walk what a
-// view shows with binary searches: their cost grows with the pixels, not
-// with the events, so a full zoom-out over a million packets is cheap.
+// The level-of-detail queries (collapsePackets, collapseSpans,
+// memoryEnvelope) walk what a view shows with binary searches: their cost
+// grows with the pixels, not with the events, so a full zoom-out over a
+// million packets and a million memory samples is cheap.
 // Not thread-safe: the GUI thread owns it.
 //
 // A memory budget (setMemoryBudget; the live view sets one, a replay does
@@ -31,8 +34,10 @@
 #include <QStringList>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -72,6 +77,19 @@ struct TimelineSpan {
     std::uint64_t bytes = 0;
 };
 
+// One node's memory by category at an instant, as the engine reports it
+// before and after every collective (engine::MemorySample); exact at tNs.
+struct TimelineMemorySample {
+    int node = -1;
+    std::int64_t tNs = 0;
+    std::int64_t step = -1;
+    std::int64_t params = 0, grads = 0, optimizer = 0, activations = 0, comm = 0;
+    std::int64_t live = 0, peak = 0;
+    int collective = 0; // net::CollectiveKind's value; 0: not at a collective (a per-step sample)
+    std::uint64_t seq = 0;
+    bool before = false; // taken entering the collective (else leaving it)
+};
+
 // A packet as stored: one frame from its sender's lane to its receiver's.
 struct TimelinePacket {
     std::int64_t sendStartNs = 0;
@@ -96,6 +114,54 @@ struct StoredSpan {
     std::uint32_t name = 0; // index into names()
     TimelineSpanKind kind = TimelineSpanKind::Forward;
     std::uint8_t collective = 0;
+};
+
+// A memory sample as stored (80 bytes). The categories in the palette's
+// stacking order: params, grads, optimizer, activations, comm.
+struct StoredMemory {
+    static constexpr int kCategories = 5;
+    std::int64_t tNs = 0;
+    std::int64_t bytes[kCategories] = {0, 0, 0, 0, 0};
+    std::int64_t live = 0;
+    std::int64_t peak = 0;
+    std::uint64_t seq = 0;
+    std::int32_t step = -1;
+    std::uint8_t collective = 0;
+    bool before = false;
+    // The stack's height, what the lane draws (a negative category, which
+    // the engine should never report, counts as 0).
+    std::int64_t total() const
+    {
+        std::int64_t t = 0;
+        for (std::int64_t b : bytes)
+            t += std::max<std::int64_t>(b, 0);
+        return t;
+    }
+};
+
+// A sample's stack in 8 bytes, for drawing: where each category ends, as a
+// share of the total in 1/65535 (params, + grads, + optimizer, +
+// activations; comm fills it up to the total). Exact to a thousandth of a
+// pixel on any strip.
+struct MemoryShares {
+    static constexpr int kSteps = 65535;
+    std::uint16_t upTo[StoredMemory::kCategories - 1] = {0, 0, 0, 0};
+    static MemoryShares of(const StoredMemory &m)
+    {
+        MemoryShares s;
+        const std::int64_t total = m.total();
+        std::int64_t cum = 0;
+        for (int k = 0; k + 1 < StoredMemory::kCategories; ++k) {
+            cum += std::max<std::int64_t>(m.bytes[k], 0);
+            s.upTo[k] = total > 0 ? std::uint16_t(std::llround(double(cum) / double(total) * kSteps)) : 0;
+        }
+        return s;
+    }
+    // Bytes from the foot of the stack to the top of category k.
+    double bytesUpTo(int k, std::int64_t total) const
+    {
+        return k + 1 >= StoredMemory::kCategories ? double(total) : double(total) * upTo[k] / kSteps;
+    }
 };
 
 // A sequence held in fixed-size blocks, indexed and binary-searched like a
@@ -208,6 +274,14 @@ public:
         const std::size_t k = m_front + i;
         return m_blocks[k / kPerBlock][k % kPerBlock];
     }
+    // Element i and how many follow it in the same block (at least 1 for
+    // i < size()): a run to walk with a plain pointer.
+    const T *run(std::size_t i, std::size_t &count) const
+    {
+        const std::size_t k = m_front + i;
+        count = std::min(kPerBlock - k % kPerBlock, m_size - i);
+        return &m_blocks[k / kPerBlock][k % kPerBlock];
+    }
     const T &front() const { return (*this)[0]; }
     const T &back() const { return (*this)[m_size - 1]; }
     const_iterator begin() const { return {this, 0}; }
@@ -245,6 +319,17 @@ public:
         m_front = m_size == 0 ? 0 : m_front - freed * kPerBlock;
         if (m_blocks.capacity() > 2 * m_blocks.size() + 16)
             m_blocks.shrink_to_fit();
+    }
+    // Keeps the first n elements; the blocks after them are freed.
+    void truncate(std::size_t n)
+    {
+        if (n >= m_size)
+            return;
+        m_size = n;
+        const std::size_t used = m_size == 0 ? 0 : (m_front + m_size - 1) / kPerBlock + 1;
+        m_blocks.resize(used);
+        if (m_size == 0)
+            m_front = 0;
     }
     void clear() { *this = BlockList(); }
     std::size_t bytes() const
@@ -369,7 +454,76 @@ public:
     std::vector<LodItem> collapseSpans(int lane, Row row, const TimeAxis &axis, std::int64_t t0, std::int64_t t1,
                                        double minPx, double maxRunPx = 1e300) const;
 
+    // Memory by category, per lane in time order (samples at the same
+    // instant keep the order they came in), under the same budget and drop
+    // rule as the events: a sample before historyStartNs() is not kept.
+    void addMemory(const TimelineMemorySample &sample);
+    const BlockList<StoredMemory> &memory(int lane) const { return m_lanes[std::size_t(lane)].memory; }
+    std::size_t memorySampleCount() const { return m_memoryCount; }
+    std::size_t droppedMemorySamples() const { return m_droppedMemory; }
+    std::uint64_t memoryDroppedFrom(int lane) const;
+    // Whether any memory sample came since clear(): the lanes get their
+    // memory strips (and keep them while the budget drops history).
+    bool hasMemory() const { return m_hasMemory; }
+
+    // What a lane's memory was over [t0, t1). Memory is a step function,
+    // each sample holding until the next, defined from the lane's first
+    // sample to its last: over [t0, t1) it took the values of the sample in
+    // effect at t0 (the last one before it) and of those in [t0, t1).
+    // count: how many samples that is (0: the lane had none in effect);
+    // minAt / maxAt: the earliest of them with the lowest / highest total.
+    // O(log n): min/max groups of 16, 256, ... samples (see Lane).
+    struct MemoryRange {
+        std::size_t minAt = 0, maxAt = 0; // indexes into memory(lane)
+        std::size_t count = 0;
+        std::int64_t minTotal = 0, maxTotal = 0;
+        MemoryShares minShares, maxShares; // their stacks, so a painter need not fetch them
+    };
+    MemoryRange memoryIn(int lane, std::int64_t t0, std::int64_t t1) const;
+    // Level of detail: the min/max envelope of a lane's memory, one range
+    // per pixel column, column c covering [axis.time(x0 + c),
+    // axis.time(x0 + c + 1)). O(columns * log n), whatever the samples.
+    std::vector<MemoryRange> memoryEnvelope(int lane, const TimeAxis &axis, double x0, int columns) const;
+    // The same, handed over column by column (columns after the lane's last
+    // sample are skipped): a painter takes each column's samples while they
+    // are still in the cache.
+    void forEachMemoryColumn(int lane, const TimeAxis &axis, double x0, int columns,
+                             const std::function<void(int column, const MemoryRange &range)> &fn) const;
+
 private:
+    // Min and max of the totals over an aligned group of a lane's memory
+    // samples, by sample number since clear() (so a dropped prefix leaves
+    // them valid).
+    struct MemoryGroup {
+        std::uint64_t minAt = 0, maxAt = 0;
+        std::int64_t minTotal = std::numeric_limits<std::int64_t>::max();
+        std::int64_t maxTotal = std::numeric_limits<std::int64_t>::min();
+        MemoryShares minShares, maxShares;
+        // The time of its first sample (after a drop, of its first kept
+        // one): the groups of 16 are a coarse index a column's walk
+        // gallops over before reading samples.
+        std::int64_t firstNs = 0;
+    };
+    // A sample's time, total and stack, one per sample beside `memory` (24
+    // bytes, a lane's 125,000 in 3 MB): a frame reads these, each once,
+    // instead of striding over 80-byte samples.
+    struct MemoryKey {
+        std::int64_t tNs = 0;
+        std::int64_t total = 0;
+        MemoryShares shares;
+        bool operator<(std::int64_t t) const { return tNs < t; }
+    };
+    struct MemoryLevel {
+        BlockList<MemoryGroup> groups; // groups[i] is group number front + i
+        std::uint64_t front = 0;
+    };
+    static constexpr int kMemoryLevels = 5; // groups of 16, 256, 4096, 65536, 1048576 samples
+    // Powers of two, so a frame's thousands of range queries shift and mask.
+    static constexpr unsigned memoryGroupShift(int level) { return 4 * unsigned(level + 1); }
+    static constexpr std::uint64_t memoryGroupSize(int level)
+    {
+        return std::uint64_t(1) << memoryGroupShift(level);
+    }
     struct Pending {
         int collective = 0;
         std::uint64_t seq = 0;
@@ -395,6 +549,16 @@ private:
         std::int64_t longestFlight = 0;
         std::uint64_t droppedPackets = 0;
         std::uint64_t droppedSpans[3] = {0, 0, 0};
+        BlockList<StoredMemory> memory;  // by tNs
+        BlockList<MemoryKey> memoryKeys; // memory[i]'s time, total and stack
+        // memoryLevels[l] holds the min/max of every aligned group of
+        // memoryGroupSize(l) samples (numbered from droppedMemory at
+        // memory[0]), kept up to the newest sample: a range query uses the
+        // largest groups that fit it, O(16 per level). A group a drop cut
+        // in two is never used whole (a query starts at or after it).
+        // Level l is made once the lane has had a group's worth.
+        std::vector<MemoryLevel> memoryLevels;
+        std::uint64_t droppedMemory = 0;
         BlockList<StoredSpan> &row(Row r)
         {
             return r == Row::Collective ? collectives : r == Row::Pause ? pauses : compute;
@@ -411,6 +575,13 @@ private:
     void dropBefore(std::int64_t cutNs);
     std::size_t eventBytes() const; // the part of memoryBytes() dropping can free
     TimelinePacket *findPacket(int src, const Pending &send, int dst);
+    // Min/max over samples [a, b) (numbered from clear()) using groups of
+    // levels up to maxLevel (-1: samples only).
+    MemoryGroup memoryMinMax(const Lane &lane, std::uint64_t a, std::uint64_t b, int maxLevel) const;
+    MemoryRange memoryRange(const Lane &lane, std::size_t i, std::size_t j) const;
+    // Redoes the groups from sample fromAbs on, at levels from firstLevel up;
+    // true when a list took a block.
+    bool rebuildMemoryLevels(Lane &lane, std::uint64_t fromAbs, int firstLevel);
     std::uint32_t intern(const QString &name);
 
     std::vector<Lane> m_lanes;
@@ -431,6 +602,9 @@ private:
     std::size_t m_droppedBudget = 0;
     std::size_t m_droppedPackets = 0;
     std::size_t m_droppedSpans = 0;
+    std::size_t m_memoryCount = 0;
+    std::size_t m_droppedMemory = 0;
+    bool m_hasMemory = false;
     std::uint64_t m_dropGeneration = 0;
     bool m_dropping = false;
 };

@@ -7,6 +7,7 @@
 #include <QPainterPath>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace smol::widgets {
@@ -31,6 +32,19 @@ double niceStep(double ns)
         if (m * p >= ns)
             return m * p;
     return 10 * p;
+}
+
+// Bytes at the memory strips' top: `bytes` rounded up to a quarter of its
+// power of two (2.9 MiB -> 3 MiB), so the scale moves in readable steps.
+std::int64_t niceScale(std::int64_t bytes)
+{
+    if (bytes <= 4)
+        return std::max<std::int64_t>(bytes, 1);
+    int e = 0;
+    while ((std::int64_t(1) << (e + 1)) <= bytes)
+        ++e;
+    const std::int64_t quarter = std::int64_t(1) << (e - 2);
+    return (bytes + quarter - 1) / quarter * quarter;
 }
 
 double distanceToSegment(const QPointF &p, const QLineF &l)
@@ -81,6 +95,12 @@ QRectF TimelineRenderer::rowRect(int lane, TimelineData::Row row) const
 {
     const QRectF l = laneRect(lane);
     const double h = l.height();
+    if (memoryShown()) { // the spans above the packet strip, the memory strip at the bottom
+        if (row == TimelineData::Row::Compute)
+            return QRectF(m_timeLeft, l.top() + 0.04 * h, timeWidth(), 0.22 * h);
+        if (row == TimelineData::Row::Collective)
+            return QRectF(m_timeLeft, l.top() + 0.29 * h, timeWidth(), 0.16 * h);
+    }
     if (h < 10) { // a lane of a few pixels: compute on the top half, collectives below
         if (row == TimelineData::Row::Compute)
             return QRectF(m_timeLeft, l.top(), timeWidth(), 0.5 * h);
@@ -101,7 +121,15 @@ QRectF TimelineRenderer::rowRect(int lane, TimelineData::Row row) const
 double TimelineRenderer::packetY(int lane) const
 {
     const QRectF l = laneRect(lane);
-    return l.top() + 0.82 * l.height();
+    return l.top() + (memoryShown() ? 0.53 : 0.82) * l.height();
+}
+
+QRectF TimelineRenderer::memoryRect(int lane) const
+{
+    if (!memoryShown() || lane < 0 || lane >= m_lanes)
+        return {};
+    const QRectF l = laneRect(lane);
+    return QRectF(m_timeLeft, l.top() + 0.63 * l.height(), timeWidth(), 0.34 * l.height());
 }
 
 int TimelineRenderer::laneLabelEvery() const
@@ -182,6 +210,9 @@ TimelineFrameStats TimelineRenderer::paint(QPainter &p, const TimelineData &data
 {
     TimelineFrameStats stats;
     m_hits.clear();
+    m_memoryColumns.clear();
+    m_memoryScales.clear();
+    m_memory = data.hasMemory();
     m_historyMark = QRectF();
     const Palette &pal = Palette::forMode(m_projector);
     p.save();
@@ -202,7 +233,9 @@ TimelineFrameStats TimelineRenderer::paint(QPainter &p, const TimelineData &data
             continue;
         p.setPen(pal.text);
         const double h = std::max(r.height(), fm.height());
-        const QRectF label(m_rect.left() + 6, r.center().y() - h / 2, m_timeLeft - m_rect.left() - 14, h);
+        QRectF label(m_rect.left() + 6, r.center().y() - h / 2, m_timeLeft - m_rect.left() - 14, h);
+        if (memoryShown()) // by its spans, above the memory strip's scale
+            label = QRectF(label.left(), r.top(), label.width(), 0.5 * r.height());
         const QString name = every > 1 ? QStringLiteral("r%1 %2").arg(lane).arg(data.laneName(lane)) : data.laneName(lane);
         p.drawText(label, Qt::AlignLeft | Qt::AlignVCenter, fm.elidedText(name, Qt::ElideRight, label.width()));
         if (every > 1)
@@ -217,6 +250,7 @@ TimelineFrameStats TimelineRenderer::paint(QPainter &p, const TimelineData &data
         paintSpans(p, data, axis, lane, TimelineData::Row::Compute, stats);
         paintSpans(p, data, axis, lane, TimelineData::Row::Collective, stats);
     }
+    paintMemory(p, data, axis, stats);
     if (overlay.livePauseNs != TimelineOverlay::kNone && overlay.nowNs != TimelineOverlay::kNone) {
         const double x0 = std::max(axis.x(overlay.livePauseNs), m_timeLeft);
         const double x1 = std::max(axis.x(overlay.nowNs), x0 + 2);
@@ -358,6 +392,114 @@ void TimelineRenderer::paintHistoryMark(QPainter &p, const TimelineData &data, c
     m_historyMark = QRectF(lineX - w / 2, top, label.right() - (lineX - w / 2), m_rect.bottom() - top);
 }
 
+void TimelineRenderer::paintMemory(QPainter &p, const TimelineData &data, const TimeAxis &axis,
+                                   TimelineFrameStats &stats)
+{
+    if (!memoryShown())
+        return;
+    const Palette &pal = Palette::forMode(m_projector);
+    const int lanes = std::min(m_lanes, data.laneCount());
+    m_memoryX0 = std::ceil(m_timeLeft);
+    m_memoryAxis = axis;
+    const int columns = std::max(0, int(std::ceil(m_rect.right())) - int(m_memoryX0));
+    const std::int64_t t0 = axis.time(m_memoryX0), t1 = axis.time(m_memoryX0 + columns);
+    m_memoryColumns.assign(std::size_t(lanes), {});
+    m_memoryScales.assign(std::size_t(lanes), 0);
+    constexpr int kLayers = 2 * StoredMemory::kCategories; // solid (the column's lowest), faded (its highest)
+    std::array<QColor, kLayers> colours;
+    for (int k = 0; k < StoredMemory::kCategories; ++k) {
+        colours[std::size_t(k)] = pal.category(kMemoryCategories[std::size_t(k)]);
+        // Faded: mixed with the background, opaque, so grid lines under it do not show through.
+        const QColor &c = colours[std::size_t(k)];
+        constexpr double a = 105 / 255.0;
+        colours[std::size_t(k + StoredMemory::kCategories)] =
+            QColor(int(c.red() * a + pal.background.red() * (1 - a)),
+                   int(c.green() * a + pal.background.green() * (1 - a)),
+                   int(c.blue() * a + pal.background.blue() * (1 - a)));
+    }
+    std::array<QRgb, kLayers> pixels;
+    for (int layer = 0; layer < kLayers; ++layer)
+        pixels[std::size_t(layer)] = colours[std::size_t(layer)].rgba(); // opaque: premultiplied as is
+    for (int lane = 0; lane < lanes; ++lane) {
+        // The lane's scale: its highest total in view (O(log n)), rounded up.
+        const TimelineData::MemoryRange inView = data.memoryIn(lane, t0, t1);
+        if (inView.count == 0 || inView.maxTotal <= 0)
+            continue;
+        m_memoryScales[std::size_t(lane)] = niceScale(inView.maxTotal);
+        const double scale = double(m_memoryScales[std::size_t(lane)]);
+        // Envelope and painting lane by lane, while its samples are in the
+        // cache. The strip is written as an image, pixel by pixel, and drawn
+        // in one call: at full zoom-out every column's stack differs from
+        // its neighbour's, and 15,000 columns' rectangles through the
+        // painter one by one cost more than a frame has.
+        auto &cols = m_memoryColumns[std::size_t(lane)];
+        cols.assign(std::size_t(columns), {});
+        const QRectF strip = memoryRect(lane);
+        const int top = int(std::floor(strip.top()));
+        const int base = int(std::floor(strip.bottom()));
+        if (base <= top || columns <= 0)
+            continue;
+        if (m_memoryImage.width() != columns || m_memoryImage.height() != base - top)
+            m_memoryImage = QImage(columns, base - top, QImage::Format_ARGB32_Premultiplied);
+        m_memoryImage.fill(Qt::transparent);
+        const double pxPerByte = strip.height() / scale; // the scale is at least the highest total
+        const auto yOf = [&](double bytes) {
+            return std::max(top, int(double(base) + 0.5 - bytes * pxPerByte));
+        };
+        // Rows [y0, y1) of column c in one colour.
+        uchar *bits = m_memoryImage.bits();
+        const qsizetype stride = m_memoryImage.bytesPerLine();
+        const auto fill = [&](std::size_t c, int y0, int y1, QRgb colour) {
+            uchar *at = bits + qsizetype(y0 - top) * stride + qsizetype(c) * 4;
+            for (int y = y0; y < y1; ++y, at += stride)
+                *reinterpret_cast<QRgb *>(at) = colour;
+        };
+        data.forEachMemoryColumn(
+            lane, axis, m_memoryX0, columns, [&](int column, const TimelineData::MemoryRange &col) {
+                const std::size_t c = std::size_t(column);
+                cols[c] = MemoryColumn{col.maxAt, col.count};
+                ++stats.memoryColumns;
+                int below = base;
+                for (int k = 0; k < StoredMemory::kCategories; ++k) {
+                    const int y = yOf(col.minShares.bytesUpTo(k, col.minTotal));
+                    if (y < below)
+                        fill(c, y, below, pixels[std::size_t(k)]);
+                    below = std::min(below, y);
+                }
+                if (col.maxAt == col.minAt)
+                    return;
+                // The highest sample's stack, where it rises above the lowest's.
+                const int solidTop = below;
+                below = base;
+                for (int k = 0; k < StoredMemory::kCategories; ++k) {
+                    const int y = yOf(col.maxShares.bytesUpTo(k, col.maxTotal));
+                    const int bottom = std::min(below, solidTop);
+                    if (y < bottom)
+                        fill(c, y, bottom, pixels[std::size_t(StoredMemory::kCategories + k)]);
+                    below = std::min(below, y);
+                }
+            });
+        p.drawImage(QPointF(m_memoryX0, top), m_memoryImage);
+    }
+    // The scale beside each strip tall enough for a line of text.
+    const QFontMetricsF fm(m_font);
+    if (memoryRect(0).height() >= 0.8 * fm.height() && m_laneHeight >= 2.2 * fm.height()) {
+        p.save();
+        p.setClipRect(m_rect);
+        p.setPen(pal.mutedText);
+        for (int lane = 0; lane < lanes; ++lane) {
+            if (m_memoryScales[std::size_t(lane)] == 0)
+                continue;
+            const QString text = QStringLiteral("≤ %1").arg(formatBytes(m_memoryScales[std::size_t(lane)]));
+            const QRectF strip = memoryRect(lane);
+            const QRectF label(m_rect.left() + 6, strip.center().y() - fm.height() / 2,
+                               m_timeLeft - m_rect.left() - 14, fm.height());
+            p.drawText(label, Qt::AlignRight | Qt::AlignVCenter, text);
+        }
+        p.restore();
+    }
+}
+
 void TimelineRenderer::paintSpans(QPainter &p, const TimelineData &data, const TimeAxis &axis, int lane,
                                   TimelineData::Row row, TimelineFrameStats &stats)
 {
@@ -435,7 +577,8 @@ void TimelineRenderer::paintPackets(QPainter &p, const TimelineData &data, const
     const auto &packets = data.packets(lane);
     const auto items = data.collapsePackets(lane, axis, t0, t1, kMinPacketPx, kMaxPacketRunPx);
     const double y0 = packetY(lane);
-    const double strip = std::max(std::min(8.0, 0.4 * m_laneHeight), 0.14 * m_laneHeight);
+    const double strip = memoryShown() ? std::min(8.0, 0.12 * m_laneHeight)
+                                       : std::max(std::min(8.0, 0.4 * m_laneHeight), 0.14 * m_laneHeight);
     const double textMin = m_laneHeight >= 2.5 * fm.height() ? fm.horizontalAdvance(QStringLiteral("0000")) + 6 : 1e9;
     const double headLen = m_projector ? 9 : 6;
     for (const LodItem &it : items) {
@@ -541,8 +684,27 @@ void TimelineRenderer::paintInFlight(QPainter &p, const TimelineData &data, cons
     stats.inFlight += drawn;
 }
 
-void TimelineRenderer::outline(QPainter &p, const TimelineData &, const TimeAxis &, const TimelineHit &hit, const QColor &c)
+void TimelineRenderer::outline(QPainter &p, const TimelineData &data, const TimeAxis &axis,
+                               const TimelineHit &hit, const QColor &c)
 {
+    if (hit.kind == TimelineHit::Kind::Memory) {
+        // One sample: where it holds; more: the pixel column that holds them.
+        const QRectF strip = memoryRect(hit.lane);
+        if (strip.isEmpty() || hit.lane >= data.laneCount() || hit.first >= data.memory(hit.lane).size())
+            return;
+        const auto &samples = data.memory(hit.lane);
+        double x0 = axis.x(hit.startNs), x1 = axis.x(hit.endNs);
+        if (hit.count == 1) {
+            x0 = axis.x(samples[hit.first].tNs);
+            x1 = hit.first + 1 < samples.size() ? axis.x(samples[hit.first + 1].tNs) : x0;
+        }
+        x0 = std::max(x0, m_timeLeft - 2);
+        x1 = std::min(std::max(x1, x0 + 1), m_rect.right() + 2);
+        p.setPen(QPen(c, 2));
+        p.setBrush(Qt::NoBrush);
+        p.drawRect(QRectF(x0 - 1, strip.top() - 1, x1 - x0 + 2, strip.height() + 2));
+        return;
+    }
     for (const HitItem &h : m_hits) {
         if (h.hit != hit)
             continue;
@@ -576,6 +738,23 @@ TimelineHit TimelineRenderer::hitTest(const QPointF &pos) const
     }
     if (best)
         return best->hit;
+    // A memory strip: the pixel column under the pointer.
+    const int lane = laneAt(pos.y());
+    if (lane >= 0 && std::size_t(lane) < m_memoryColumns.size() && memoryRect(lane).contains(pos)) {
+        const auto &cols = m_memoryColumns[std::size_t(lane)];
+        const double c = std::floor(pos.x() - m_memoryX0);
+        if (c >= 0 && c < double(cols.size()) && cols[std::size_t(c)].count > 0) {
+            const MemoryColumn &col = cols[std::size_t(c)];
+            TimelineHit hit;
+            hit.kind = TimelineHit::Kind::Memory;
+            hit.lane = lane;
+            hit.first = col.maxAt;
+            hit.count = col.count;
+            hit.startNs = m_memoryAxis.time(m_memoryX0 + c);
+            hit.endNs = m_memoryAxis.time(m_memoryX0 + c + 1);
+            return hit;
+        }
+    }
     for (auto it = m_hits.rbegin(); it != m_hits.rend(); ++it)
         if (!it->rect.isEmpty() && it->rect.adjusted(-1, -1, 1, 1).contains(pos) &&
             it->hit.row != TimelineData::Row::Pause)
@@ -639,8 +818,55 @@ QString TimelineRenderer::describe(const TimelineData &data, const TimelineHit &
         return QStringLiteral("%1 spans on %2\n%3 to %4 (zoom in to see them)")
             .arg(hit.count)
             .arg(data.laneName(hit.lane), at(hit.startNs), at(hit.endNs));
+    case TimelineHit::Kind::Memory:
+        return describeMemory(data, hit);
     }
     return {};
+}
+
+QString TimelineRenderer::describeMemory(const TimelineData &data, const TimelineHit &hit)
+{
+    if (hit.lane < 0 || hit.lane >= data.laneCount() || hit.first >= data.memory(hit.lane).size())
+        return {};
+    const std::int64_t origin = data.originNs();
+    const auto at = [&](std::int64_t t) {
+        return QStringLiteral("%1 s").arg(double(t - origin) / 1e9, 0, 'f', 6);
+    };
+    const auto &samples = data.memory(hit.lane);
+    const StoredMemory &m = samples[hit.first];
+    QString where = m.collective == 0
+                        ? QStringLiteral("at step end")
+                        : QStringLiteral("%1 %2 #%3")
+                              .arg(m.before ? QStringLiteral("before") : QStringLiteral("after"),
+                                   data.collectiveName(m.collective))
+                              .arg(m.seq);
+    if (m.step >= 0)
+        where += QStringLiteral(", step %1").arg(m.step);
+    QString s;
+    if (hit.count > 1) {
+        const TimelineData::MemoryRange r = data.memoryIn(hit.lane, hit.startNs, hit.endNs);
+        s = QStringLiteral("memory of %1: %2 samples in this pixel (%3 to %4), total from %5 to %6\n"
+                           "the highest, at %7, %8:\n")
+                .arg(data.laneName(hit.lane))
+                .arg(hit.count)
+                .arg(at(hit.startNs), at(hit.endNs), formatBytes(r.minTotal), formatBytes(r.maxTotal),
+                     at(m.tNs), where);
+    } else {
+        s = QStringLiteral("memory of %1 at %2, %3").arg(data.laneName(hit.lane), at(m.tNs), where);
+        if (hit.first + 1 < samples.size())
+            s += QStringLiteral(" (held %1)").arg(formatDuration(double(samples[hit.first + 1].tNs - m.tNs)));
+        s += QLatin1Char('\n');
+    }
+    QStringList parts;
+    for (int k = 0; k < StoredMemory::kCategories; ++k)
+        parts << QStringLiteral("%1 %2").arg(categoryName(kMemoryCategories[std::size_t(k)]),
+                                             formatBytes(m.bytes[k]));
+    s += parts.join(QStringLiteral(", "));
+    s += QStringLiteral("\ntotal %1 (live %2, peak %3)")
+             .arg(formatBytes(m.total()), formatBytes(m.live), formatBytes(m.peak));
+    if (hit.count > 1)
+        s += QStringLiteral("; zoom in to see each");
+    return s;
 }
 
 } // namespace smol::widgets

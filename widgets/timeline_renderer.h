@@ -10,6 +10,18 @@
 // end. Pauses shade the lanes of the paused nodes. Whatever is too small to
 // see collapses into a counted block (TimelineData::collapse*).
 //
+// Memory: once the data has memory samples, each lane at least
+// kMinMemoryLaneHeight tall gets a strip at its bottom, a stacked area of
+// the five categories in the Memory tab's colours (params at the bottom,
+// then grads, optimizer, activations, comm), each sample held until the
+// next. Each lane has its own scale, labelled beside it ("≤ 3.0 MiB"): 0
+// at the strip's foot, the node's highest total in view (rounded up) at its
+// top, so every node's shape reads at a glance, however small its share
+// (a pipeline's last stage next to the stage holding the embedding). Per pixel
+// column the min/max envelope (TimelineData::memoryEnvelope): the stack of
+// the column's lowest sample solid, the part of its highest sample's stack
+// above that faded, so a sawtooth too fine to draw still shows its peaks.
+//
 // Live: a packet whose receive has not arrived is drawn to "now" on its
 // receiver's lane, dashed, with a dot at its head. Replay: past the
 // playhead the picture is dimmed, and a packet in flight at the playhead
@@ -26,6 +38,7 @@
 
 #include <QColor>
 #include <QFont>
+#include <QImage>
 #include <QLineF>
 #include <QPointF>
 #include <QRectF>
@@ -42,7 +55,9 @@ namespace smol::widgets {
 
 // What a click or hover lands on.
 struct TimelineHit {
-    enum class Kind { None, Packet, PacketRun, Span, SpanRun };
+    // Memory: a pixel column of a lane's memory strip; first is its highest
+    // sample, count how many were in effect over it, [startNs, endNs) its time.
+    enum class Kind { None, Packet, PacketRun, Span, SpanRun, Memory };
     Kind kind = Kind::None;
     int lane = -1;
     TimelineData::Row row = TimelineData::Row::Compute;
@@ -77,6 +92,7 @@ struct TimelineFrameStats {
     std::size_t spans = 0;
     std::size_t spanRuns = 0;
     std::size_t inFlight = 0;    // packets drawn moving
+    std::size_t memoryColumns = 0; // pixel columns of memory strips with samples in effect
 };
 
 class TimelineRenderer {
@@ -88,6 +104,8 @@ public:
     // A block of packets spans at most this much; busy stretches become a
     // row of counted blocks.
     static constexpr double kMaxPacketRunPx = 64;
+    // Lanes thinner than this (32 or 64 nodes in a dock) have no memory strip.
+    static constexpr double kMinMemoryLaneHeight = 30;
 
     TimelineRenderer();
 
@@ -105,6 +123,15 @@ public:
     QRectF laneRect(int lane) const;
     QRectF rowRect(int lane, TimelineData::Row row) const;
     double packetY(int lane) const;
+    // Whether the lanes carry memory strips (the last paint's data had
+    // memory samples and the lanes are tall enough), and where; empty if not.
+    bool memoryShown() const { return m_memory && m_laneHeight >= kMinMemoryLaneHeight; }
+    QRectF memoryRect(int lane) const;
+    // The last paint's memory scale of a lane: bytes at its strip's top (0: none drawn).
+    std::int64_t memoryScale(int lane) const
+    {
+        return lane >= 0 && std::size_t(lane) < m_memoryScales.size() ? m_memoryScales[std::size_t(lane)] : 0;
+    }
 
     TimelineFrameStats paint(QPainter &painter, const TimelineData &data, const TimeAxis &axis,
                              const TimelineOverlay &overlay);
@@ -113,7 +140,11 @@ public:
     TimelineHit hitTest(const QPointF &pos) const;
     // Forget the last paint's items (their indexes are stale once the data
     // dropped events); hitTest finds nothing until the next paint.
-    void forgetHits() { m_hits.clear(); }
+    void forgetHits()
+    {
+        m_hits.clear();
+        m_memoryColumns.clear();
+    }
     // The last paint's history-start mark (its line and label); empty when
     // nothing was dropped or the mark was out of view.
     QRectF historyMarkRect() const { return m_historyMark; }
@@ -140,6 +171,8 @@ private:
                        TimelineFrameStats &stats);
     void outline(QPainter &p, const TimelineData &data, const TimeAxis &axis, const TimelineHit &hit, const QColor &c);
     void paintHistoryMark(QPainter &p, const TimelineData &data, const TimeAxis &axis);
+    void paintMemory(QPainter &p, const TimelineData &data, const TimeAxis &axis, TimelineFrameStats &stats);
+    static QString describeMemory(const TimelineData &data, const TimelineHit &hit);
 
     bool m_projector = false;
     QRectF m_rect;
@@ -150,6 +183,17 @@ private:
     QFont m_font;
     std::vector<HitItem> m_hits;
     QRectF m_historyMark;
+    bool m_memory = false; // the data has memory samples
+    // The last paint's memory envelopes by lane, column c at pixel
+    // m_memoryX0 + c, for hits.
+    struct MemoryColumn {
+        std::size_t maxAt = 0, count = 0; // count 0: nothing in effect
+    };
+    std::vector<std::vector<MemoryColumn>> m_memoryColumns;
+    double m_memoryX0 = 0;
+    TimeAxis m_memoryAxis;
+    std::vector<std::int64_t> m_memoryScales; // by lane
+    QImage m_memoryImage;                     // a lane's strip, written pixel by pixel
 };
 
 } // namespace smol::widgets

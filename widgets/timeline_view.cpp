@@ -67,6 +67,8 @@ std::uint64_t TimelineView::droppedBefore(const TimelineHit &hit) const
     case TimelineHit::Kind::Span:
     case TimelineHit::Kind::SpanRun:
         return m_data.spansDroppedFrom(hit.lane, hit.row);
+    case TimelineHit::Kind::Memory:
+        return m_data.memoryDroppedFrom(hit.lane);
     case TimelineHit::Kind::None:
         break;
     }

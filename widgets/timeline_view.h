@@ -1,6 +1,7 @@
 // The packets-in-flight timeline: one lane per node, compute and collective
-// spans, every packet an arrow from sender to receiver (TimelineRenderer
-// paints it; TimelineData holds it). Live runs and replays use the same
+// spans, every packet an arrow from sender to receiver, and (when memory
+// samples come) a strip of the node's memory by category under them
+// (TimelineRenderer paints it; TimelineData holds it). Live runs and replays use the same
 // widget: live, it follows the newest events and draws packets still in
 // flight up to "now"; in a replay it shows the whole recording with a
 // playhead, and packets in flight at the playhead move along their arrows.
