@@ -60,6 +60,7 @@ public:
         m_sends.clear();
         m_timelineFrames.clear();
         m_timelineSpans.clear();
+        m_timelineMemory.clear();
         m_dirty = true;
     }
     void onFrame(const net::FrameEvent &e) override
@@ -91,6 +92,7 @@ public:
         {
             std::lock_guard lock(m_mutex);
             m_memory[m.node] = m;
+            m_timelineMemory.push_back(m);
             m_dirty = true;
         }
         forward([&](auto *n) { n->onMemory(m); });
@@ -122,12 +124,14 @@ public:
         std::lock_guard lock(m_mutex);
         return m_memory;
     }
-    // The frames and spans since the last call, for the timeline.
-    void takeTimeline(std::vector<net::FrameEvent> &frames, std::vector<engine::SpanEvent> &spans)
+    // The frames, spans and memory samples since the last call, for the timeline.
+    void takeTimeline(std::vector<net::FrameEvent> &frames, std::vector<engine::SpanEvent> &spans,
+                      std::vector<engine::MemorySample> &memory)
     {
         std::lock_guard lock(m_mutex);
         frames.swap(m_timelineFrames);
         spans.swap(m_timelineSpans);
+        memory.swap(m_timelineMemory);
     }
     bool takeDirty()
     {
@@ -157,6 +161,7 @@ private:
     std::deque<Send> m_sends;
     std::vector<net::FrameEvent> m_timelineFrames;
     std::vector<engine::SpanEvent> m_timelineSpans;
+    std::vector<engine::MemorySample> m_timelineMemory;
     bool m_dirty = true;
 };
 
@@ -779,8 +784,9 @@ void EngineController::publish()
     {
         std::vector<net::FrameEvent> frames;
         std::vector<engine::SpanEvent> spans;
-        d->sink.takeTimeline(frames, spans);
-        if (!frames.empty() || !spans.empty() || d->running) {
+        std::vector<engine::MemorySample> memory;
+        d->sink.takeTimeline(frames, spans, memory);
+        if (!frames.empty() || !spans.empty() || !memory.empty() || d->running) {
             QVector<widgets::TimelineFrameSide> f;
             f.reserve(qsizetype(frames.size()));
             for (const auto &e : frames)
@@ -789,7 +795,11 @@ void EngineController::publish()
             sp.reserve(qsizetype(spans.size()));
             for (const auto &e : spans)
                 sp.append(toTimeline(e));
-            Q_EMIT timelineEvents(f, sp, net::monotonicNs());
+            QVector<widgets::TimelineMemorySample> mem;
+            mem.reserve(qsizetype(memory.size()));
+            for (const auto &m : memory)
+                mem.append(toTimeline(m));
+            Q_EMIT timelineEvents(f, sp, mem, net::monotonicNs());
         }
     }
     std::vector<widgets::StepPoint> steps;

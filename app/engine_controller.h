@@ -123,11 +123,13 @@ Q_SIGNALS:
     void pausedAt(const smol::app::PauseView &pause);
     void logLine(const QString &line);
     void errorOccurred(const QString &reason);
-    // The frame sides and spans reported since the last snapshot, for the
-    // timeline, and the coordinator's clock now (while a run goes on, also
-    // when there is nothing new, so packets in flight keep moving).
+    // The frame sides, spans and memory samples reported since the last
+    // snapshot, for the timeline, and the coordinator's clock now (while a
+    // run goes on, also when there is nothing new, so packets in flight
+    // keep moving).
     void timelineEvents(const QVector<smol::widgets::TimelineFrameSide> &frames,
-                        const QVector<smol::widgets::TimelineSpan> &spans, qint64 nowNs);
+                        const QVector<smol::widgets::TimelineSpan> &spans,
+                        const QVector<smol::widgets::TimelineMemorySample> &memory, qint64 nowNs);
 
 private:
     void publish(); // the ≤30 Hz timer: build and emit a snapshot

@@ -785,7 +785,8 @@ void MainWindow::clearRunViews()
 }
 
 void MainWindow::addTimelineEvents(const QVector<widgets::TimelineFrameSide> &frames,
-                                   const QVector<widgets::TimelineSpan> &spans, qint64 nowNs)
+                                   const QVector<widgets::TimelineSpan> &spans,
+                                   const QVector<widgets::TimelineMemorySample> &memory, qint64 nowNs)
 {
     if (m_replaying)
         return; // a session is open; the live run's picture would mix into it
@@ -794,7 +795,9 @@ void MainWindow::addTimelineEvents(const QVector<widgets::TimelineFrameSide> &fr
         data.addFrame(f);
     for (const auto &sp : spans)
         data.addSpan(sp);
-    if (!frames.isEmpty() || !spans.isEmpty())
+    for (const auto &m : memory)
+        data.addMemory(m);
+    if (!frames.isEmpty() || !spans.isEmpty() || !memory.isEmpty())
         m_timeline->dataChanged();
     if (m_engine->isRunning()) {
         m_lastNowNs = nowNs;

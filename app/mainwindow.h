@@ -86,7 +86,8 @@ private:
     void showTimelineItem(const widgets::TimelineHit &hit);
     void showPause(const PauseView &pause);
     void addTimelineEvents(const QVector<widgets::TimelineFrameSide> &frames,
-                           const QVector<widgets::TimelineSpan> &spans, qint64 nowNs);
+                           const QVector<widgets::TimelineSpan> &spans,
+                           const QVector<widgets::TimelineMemorySample> &memory, qint64 nowNs);
     void showReplayPosition(qint64 ns);
     void clearRunViews();
     void queueStep(const widgets::StepPoint &point);
