@@ -473,6 +473,24 @@ void TestReplayController::recordedPause()
     for (const widgets::NodeState &n : lastState(states)->nodes)
         QCOMPARE(n.state, widgets::NodeRunState::Paused);
     QCOMPARE(ended.count(), 0);
+    // Inside the pause the views show each node's memory as it entered the
+    // held all-reduce: the file's last sample, taken at that boundary.
+    {
+        const auto state = lastState(states);
+        const std::vector<MemorySample> memory = reader.latestMemory(records.front().tNs);
+        QCOMPARE(memory.size(), std::size_t(3));
+        for (const MemorySample &m : memory) {
+            QCOMPARE(m.collective, net::CollectiveKind::AllReduce);
+            QVERIFY(m.before);
+            QCOMPARE(m.step, std::int64_t(5));
+            const widgets::NodeState &ns = state->nodes[m.node];
+            QCOMPARE(ns.memory.params, m.params);
+            QCOMPARE(ns.memory.grads, m.grads);
+            QCOMPARE(ns.memory.activations, m.activations);
+            QCOMPARE(ns.memory.comm, m.comm);
+            QCOMPARE(ns.memory.live, m.live);
+        }
+    }
     // Leaving it by a seek ends it.
     replay.seek(pauseEnd + 1'000'000);
     QCOMPARE(ended.count(), 1);

@@ -2,6 +2,7 @@
 // ranks as columns, owned fractions of a chunked parameter, replicated and
 // materialised cells, and how setState() notifies views; ShardMapView paints
 // something. SMOL_SAVE_PNG=1 saves the projector-mode view to /tmp/shard_map.png.
+#include "widgets/palette.h"
 #include "widgets/shard_map.h"
 
 #include <QAbstractItemModelTester>
@@ -15,6 +16,7 @@ using smol::widgets::NodeState;
 using smol::widgets::ShardCell;
 using smol::widgets::ShardMapModel;
 using smol::widgets::ShardMapView;
+using smol::widgets::formatBytes;
 
 namespace {
 
@@ -126,7 +128,11 @@ private Q_SLOTS:
         QVERIFY(!materialised(0, 1));
         QVERIFY(materialised(0, 2));
         QVERIFY(!materialised(2, 0));
-        QVERIFY(model.index(0, 2).data(Qt::ToolTipRole).toString().contains(QStringLiteral("materialised")));
+        const QString tip = model.index(0, 2).data(Qt::ToolTipRole).toString();
+        QVERIFY2(tip.contains(QStringLiteral("materialised")), qPrintable(tip));
+        // 10 float32 elements held in full, 3 of them rank 2's own.
+        QVERIFY2(tip.contains(formatBytes(40)) && tip.contains(formatBytes(28)) && tip.contains(formatBytes(12)),
+                 qPrintable(tip));
 
         // Gathered, then freed again: same shape, so dataChanged and no reset.
         QSignalSpy resets(&model, &QAbstractItemModel::modelReset);

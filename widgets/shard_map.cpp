@@ -1,5 +1,7 @@
 #include "shard_map.h"
 
+#include "palette.h"
+
 #include <QHash>
 #include <QLocale>
 #include <QPainter>
@@ -143,8 +145,10 @@ QVariant ShardMapModel::data(const QModelIndex &index, int role) const
                                             .arg(rank)
                                             .arg(locale.toString(qlonglong(owned)),
                                                  locale.toString(qlonglong(row.elements)));
-        if (materialised)
-            text += tr("; materialised in full on this rank right now");
+        if (materialised) // float32: what holding it in full costs this rank now, beyond its shard
+            text += tr("; materialised in full on this rank right now: %1 (%2 beyond its own %3)")
+                        .arg(formatBytes(4 * row.elements), formatBytes(4 * (row.elements - owned)),
+                             formatBytes(4 * owned));
         return text;
     }
     case Qt::TextAlignmentRole:
