@@ -156,7 +156,9 @@ private Q_SLOTS:
 
 void TestClusterProcesses::processesMatchEmbedded()
 {
-    const QStringList args{"--strategy", "ddp", "--nodes", "3", "--steps", "20", "--seed", "5"};
+    // Long enough that the intruder below arrives while the run goes on
+    // (20 steps could end first under load, and then nothing refuses it).
+    const QStringList args{"--strategy", "ddp", "--nodes", "3", "--steps", "150", "--seed", "5"};
     const QJsonObject embedded = embeddedSummary(args);
     QVERIFY(!embedded.isEmpty());
     Cluster c;

@@ -105,7 +105,10 @@ void checkSession(const QString &path, const TrainSummary &s, const TrainConfig 
     });
     for (const SpanEvent &e : compute) {
         const SpanEvent &st = stepSpans.at({e.node, e.step});
-        QVERIFY2(e.startNs >= st.startNs - 1'000'000 && e.endNs <= st.endNs + 1'000'000, // clock-offset slack (cluster)
+        // Slack for the clock-offset estimate in a cluster run: its error
+        // bound is half a ping's round trip, which reaches milliseconds on a
+        // loaded 2-core machine (1 ms failed under a full ctest run).
+        QVERIFY2(e.startNs >= st.startNs - 10'000'000 && e.endNs <= st.endNs + 10'000'000,
                  qPrintable(QString("%1 span of node %2 step %3 outside its step").arg(spanKindName(e.kind)).arg(e.node).arg(e.step)));
     }
 }
