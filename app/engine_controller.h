@@ -13,6 +13,7 @@
 #include "widgets/tensor_inspector.h"
 #include "widgets/timeline_data.h"
 
+#include <QMap>
 #include <QObject>
 #include <QString>
 #include <QStringList>
@@ -34,6 +35,42 @@ struct RunSettings {
     QString recordPath; // "" = do not record
     // Slow motion for teaching: every node computes this many times slower.
     double slowMotion = 1;
+    // pipeline: micro-batches per step (dividing globalBatch) and their
+    // schedule ("gpipe" or "1f1b").
+    qint64 microBatches = 1;
+    QString schedule = QStringLiteral("1f1b");
+};
+
+// What a finished run measured, by rank, for lessons (app/lesson_runner.h):
+// the engine's own figures (bytes from its trace events, memory from its
+// tracking allocator, compute from its spans), never computed from a formula.
+struct NodeMeasurement {
+    int rank = -1;
+    int id = -1; // the cluster's node id
+    QString name;
+    qint64 bytesSent = 0;        // payload bytes over the run
+    widgets::MemoryBytes memory; // at the end of the last step
+    qint64 activationPeak = 0;   // the most activations seen at any collective boundary or step end
+    double computeSeconds = 0;   // forward, backward and optimizer spans (their union)
+    double wallSeconds = 0;      // its first step's start to its last step's end
+    double idleShare = 0;        // 1 - compute / wall
+};
+
+struct RunMeasurement {
+    RunSettings settings;
+    QString strategy;
+    int nodes = 0;
+    qint64 steps = 0;
+    double seconds = 0;
+    double samplesPerSecond = 0;
+    double finalLoss = 0;
+    double testAccuracy = -1;
+    qint64 paramCount = 0;
+    double paramChecksum = 0;        // NaN once any parameter is NaN
+    QMap<QString, double> extra;     // the strategy's figures: "bubble_fraction", ...
+    qint64 asyncUpdates = 0;         // edp: updates the server applied
+    qint64 maxStaleness = 0;         // edp: the stalest push applied
+    QVector<NodeMeasurement> ranks;  // by rank
 };
 
 // How the window's cluster listens: `smolcluster --listen PORT --token T
@@ -112,6 +149,8 @@ Q_SIGNALS:
     void testLossAvailable(qint64 step, double loss);
     void runStarted(const QString &description);
     void runFinished(const QString &summary);
+    // Just before runFinished: what the run measured.
+    void runMeasured(const smol::app::RunMeasurement &measurement);
     void runFailed(const QString &reason);
     // Ended by stop() (not a failure): "stopped at step 41".
     void runStopped(const QString &summary);
@@ -140,6 +179,7 @@ private:
 } // namespace smol::app
 
 Q_DECLARE_METATYPE(smol::app::RunSettings)
+Q_DECLARE_METATYPE(smol::app::RunMeasurement)
 Q_DECLARE_METATYPE(smol::app::PauseView)
 Q_DECLARE_METATYPE(smol::widgets::ClusterStatePtr)
 Q_DECLARE_METATYPE(smol::widgets::StepPoint)
