@@ -30,6 +30,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -61,6 +62,7 @@ public:
         m_timelineFrames.clear();
         m_timelineSpans.clear();
         m_timelineMemory.clear();
+        m_perRank.clear();
         m_dirty = true;
     }
     void onFrame(const net::FrameEvent &e) override
@@ -84,6 +86,18 @@ public:
         {
             std::lock_guard lock(m_mutex);
             m_timelineSpans.push_back(s);
+            PerRank &r = m_perRank[s.node];
+            using K = engine::SpanEvent::Kind;
+            if ((s.kind == K::Forward || s.kind == K::Backward || s.kind == K::Optimizer) && s.endNs > s.startNs &&
+                r.compute.size() < kMaxComputeSpans)
+                r.compute.emplace_back(s.startNs, s.endNs);
+            if ((s.kind == K::Collective || s.kind == K::Pause) && s.endNs > s.startNs &&
+                r.waiting.size() < kMaxComputeSpans)
+                r.waiting.emplace_back(s.startNs, s.endNs);
+            if (s.kind == K::Step) {
+                r.firstStepNs = r.firstStepNs < 0 ? s.startNs : std::min(r.firstStepNs, s.startNs);
+                r.lastStepNs = std::max(r.lastStepNs, s.endNs);
+            }
         }
         forward([&](auto *n) { n->onSpan(s); });
     }
@@ -93,6 +107,8 @@ public:
             std::lock_guard lock(m_mutex);
             m_memory[m.node] = m;
             m_timelineMemory.push_back(m);
+            PerRank &r = m_perRank[m.node];
+            r.activationPeak = std::max(r.activationPeak, m.activations);
             m_dirty = true;
         }
         forward([&](auto *n) { n->onMemory(m); });
@@ -133,6 +149,50 @@ public:
         spans.swap(m_timelineSpans);
         memory.swap(m_timelineMemory);
     }
+    // Per rank since reset(): compute time (in its forward, backward and
+    // optimizer spans, not in a collective), its first step's start to its last
+    // step's end, and the most activations any memory sample showed.
+    struct RankFigures {
+        std::int64_t computeNs = 0;
+        std::int64_t wallNs = 0;
+        std::int64_t activationPeak = 0;
+    };
+    std::map<int, RankFigures> rankFigures()
+    {
+        std::lock_guard lock(m_mutex);
+        std::map<int, RankFigures> out;
+        for (auto &[rank, r] : m_perRank) {
+            RankFigures f;
+            // Compute: inside a compute span and not inside a collective
+            // (ddp all-reduces inside backward: that time is waiting).
+            const auto compute = merged(r.compute), waiting = merged(r.waiting);
+            std::size_t w = 0;
+            for (const auto &[a, b] : compute) {
+                f.computeNs += b - a;
+                while (w < waiting.size() && waiting[w].second <= a)
+                    ++w;
+                for (std::size_t j = w; j < waiting.size() && waiting[j].first < b; ++j)
+                    f.computeNs -= std::min(b, waiting[j].second) - std::max(a, waiting[j].first);
+            }
+            f.wallNs = r.firstStepNs >= 0 ? r.lastStepNs - r.firstStepNs : 0;
+            f.activationPeak = r.activationPeak;
+            out[rank] = f;
+        }
+        return out;
+    }
+    using Intervals = std::vector<std::pair<std::int64_t, std::int64_t>>;
+    static Intervals merged(Intervals v)
+    {
+        std::sort(v.begin(), v.end());
+        Intervals out;
+        for (const auto &iv : v) {
+            if (!out.empty() && iv.first <= out.back().second)
+                out.back().second = std::max(out.back().second, iv.second);
+            else
+                out.push_back(iv);
+        }
+        return out;
+    }
     bool takeDirty()
     {
         std::lock_guard lock(m_mutex);
@@ -162,6 +222,15 @@ private:
     std::vector<net::FrameEvent> m_timelineFrames;
     std::vector<engine::SpanEvent> m_timelineSpans;
     std::vector<engine::MemorySample> m_timelineMemory;
+    struct PerRank {
+        std::vector<std::pair<std::int64_t, std::int64_t>> compute;
+        std::vector<std::pair<std::int64_t, std::int64_t>> waiting; // collective and pause spans
+        std::int64_t firstStepNs = -1;
+        std::int64_t lastStepNs = 0;
+        std::int64_t activationPeak = 0;
+    };
+    static constexpr std::size_t kMaxComputeSpans = 1 << 20; // per rank; ~16 MiB at most
+    std::map<int, PerRank> m_perRank;
     bool m_dirty = true;
 };
 
@@ -221,6 +290,58 @@ struct EngineController::Private {
         shards = std::move(p.shards);
         predicted = p.predicted;
         stateDirty = true;
+    }
+
+    // What a finished run measured, by rank (RunMeasurement).
+    RunMeasurement measurement(const engine::TrainSummary &s)
+    {
+        RunMeasurement m;
+        {
+            std::lock_guard lock(mutex);
+            m.settings = settings;
+        }
+        m.strategy = QString::fromStdString(s.strategy);
+        m.nodes = s.nodes;
+        m.steps = s.steps;
+        m.seconds = s.seconds;
+        m.samplesPerSecond = s.samplesPerS;
+        m.finalLoss = s.finalLoss;
+        m.testAccuracy = s.testAccuracy;
+        m.paramCount = s.paramCount;
+        m.paramChecksum = s.paramChecksum;
+        for (const auto &[k, v] : s.extra)
+            m.extra.insert(QString::fromStdString(k), v);
+        m.asyncUpdates = s.async.updates;
+        m.maxStaleness = s.async.maxStaleness;
+        const auto figures = sink.rankFigures();
+        const auto nodes = coordinator->nodes();
+        for (int r = 0; r < s.nodes; ++r) {
+            NodeMeasurement n;
+            n.rank = r;
+            for (const ClusterNode &cn : nodes)
+                if (cn.rank == r) {
+                    n.id = cn.id;
+                    n.name = QString::fromStdString(cn.name);
+                }
+            if (std::size_t(r) < s.bytesSentPerNode.size())
+                n.bytesSent = qint64(s.bytesSentPerNode[std::size_t(r)]);
+            const auto inSteps = s.extra.find("bytes_in_steps@" + std::to_string(r));
+            n.stepBytesSent = inSteps != s.extra.end() ? qint64(inSteps->second) : n.bytesSent;
+            if (std::size_t(r) < s.memoryPerNode.size()) {
+                const engine::NodeMemory &nm = s.memoryPerNode[std::size_t(r)];
+                n.memory = {nm.params, nm.grads, nm.optimizer, nm.activations, nm.comm, nm.live, nm.peak};
+            }
+            const auto f = figures.find(r);
+            if (f != figures.end()) {
+                n.activationPeak = f->second.activationPeak;
+                n.computeSeconds = double(f->second.computeNs) * 1e-9;
+                n.wallSeconds = double(f->second.wallNs) * 1e-9;
+                n.idleShare = n.wallSeconds > 0 ? std::clamp(1 - n.computeSeconds / n.wallSeconds, 0.0, 1.0) : 0;
+            }
+            n.activationPeak = std::max<qint64>(n.activationPeak, n.memory.activations);
+            m.ranks.push_back(n);
+        }
+        return m;
     }
 
     // A node thread of this process, joined over TCP like a remote one. Its
@@ -299,6 +420,7 @@ EngineController::EngineController(const ClusterOptions &cluster, QObject *paren
     : QObject(parent), d(std::make_unique<Private>())
 {
     qRegisterMetaType<RunSettings>();
+    qRegisterMetaType<RunMeasurement>();
     qRegisterMetaType<PauseView>();
     qRegisterMetaType<widgets::ClusterStatePtr>();
     qRegisterMetaType<widgets::StepPoint>();
@@ -484,7 +606,10 @@ void EngineController::start(const RunSettings &s)
     c.optimizer.kind = s.optimizer == "adam" ? engine::OptimizerConfig::Kind::Adam : engine::OptimizerConfig::Kind::Sgd;
     c.optimizer.lr = s.lr;
     c.placement = s.placement.toStdString();
-    c.testEvery = std::max<std::int64_t>(1, s.steps / 25); // ~25 points on the chart's test curve
+    c.microBatches = std::max<qint64>(1, s.microBatches);
+    c.schedule = s.schedule == QLatin1String("gpipe") ? engine::PipelineSchedule::GPipe : engine::PipelineSchedule::OneFOneB;
+    c.testEvery = s.testEvery >= 0 ? s.testEvery
+                                   : std::max<std::int64_t>(1, s.steps / 25); // ~25 points on the chart's test curve
     // Ranks go to the first idle nodes in join order; slowdowns follow them.
     std::vector<int> idle;
     for (const ClusterNode &n : d->coordinator->nodes())
@@ -622,6 +747,7 @@ void EngineController::start(const RunSettings &s)
         ro.breakpoints = &d->breakpoints;
         ro.events = &d->sink;
         QString summary, failure;
+        RunMeasurement measured;
         double accuracy = -1;
         std::int64_t steps = c.steps;
         try {
@@ -635,6 +761,7 @@ void EngineController::start(const RunSettings &s)
                           .arg(s.testAccuracy >= 0 ? tr(", test accuracy %1%").arg(100 * s.testAccuracy, 0, 'f', 1)
                                                    : QString())
                           .arg(s.samplesPerS, 0, 'f', 0);
+            measured = d->measurement(s);
             if (d->recorder)
                 d->recorder->finish(s.finalLoss);
         } catch (const std::exception &e) {
@@ -657,7 +784,7 @@ void EngineController::start(const RunSettings &s)
                                                 : tr("Stopped before the first step.");
         d->running = false;
         QMetaObject::invokeMethod(
-            QCoreApplication::instance(), [self, summary, failure, accuracy, steps, stopped, stoppedAt] {
+            QCoreApplication::instance(), [self, summary, failure, measured, accuracy, steps, stopped, stoppedAt] {
                 if (!self)
                     return;
                 self->publish();
@@ -671,6 +798,7 @@ void EngineController::start(const RunSettings &s)
                 }
                 if (accuracy >= 0)
                     Q_EMIT self->testAccuracyAvailable(steps - 1, accuracy);
+                Q_EMIT self->runMeasured(measured);
                 Q_EMIT self->runFinished(summary);
             },
             Qt::QueuedConnection);

@@ -39,6 +39,9 @@ struct RunSettings {
     // schedule ("gpipe" or "1f1b").
     qint64 microBatches = 1;
     QString schedule = QStringLiteral("1f1b");
+    // Held-out loss every K steps (rank 0; zero3 gathers the parameters for
+    // it, which shows in the traffic); -1: about 25 times a run; 0: never.
+    qint64 testEvery = -1;
 };
 
 // What a finished run measured, by rank, for lessons (app/lesson_runner.h):
@@ -49,9 +52,12 @@ struct NodeMeasurement {
     int id = -1; // the cluster's node id
     QString name;
     qint64 bytesSent = 0;        // payload bytes over the run
+    // Of those, the bytes sent inside its steps (the strategy's traffic; the
+    // runtime's recovery gathers between steps are not in it).
+    qint64 stepBytesSent = 0;
     widgets::MemoryBytes memory; // at the end of the last step
     qint64 activationPeak = 0;   // the most activations seen at any collective boundary or step end
-    double computeSeconds = 0;   // forward, backward and optimizer spans (their union)
+    double computeSeconds = 0;   // in forward, backward and optimizer spans, not in a collective or pause
     double wallSeconds = 0;      // its first step's start to its last step's end
     double idleShare = 0;        // 1 - compute / wall
 };

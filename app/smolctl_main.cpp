@@ -1,13 +1,14 @@
 // smolctl: the headless command line. Wiring only: parse the command, hand
 // the rest of the arguments to the engine, return its exit code.
 //
-// Commands: train, node, info, export, bench allreduce|train|session|timeline.
+// Commands: train, node, info, export, lesson, bench allreduce|train|session|timeline.
 #include "engine/allreduce_bench.h"
 #include "engine/cluster/cluster_commands.h"
 #include "engine/session/session_commands.h"
 #include "engine/session_bench.h"
 #include "engine/train_bench.h"
 #include "engine/train_command.h"
+#include "lesson_check.h"
 #include "timeline_bench.h"
 
 #include <QCoreApplication>
@@ -32,6 +33,9 @@ Commands:
   info FILE         what a recorded session holds (`--json` for one object)
   export FILE       a session as Chrome trace JSON (Perfetto) or its
                     metrics as CSV; see `smolctl export --help`
+  lesson            list the shipped lessons, check one's file, or run it
+                    without a window and check every revealed value
+                    (`smolctl lesson --help`)
   bench allreduce   time our TCP ring all-reduce (and optionally c10d Gloo's)
                     over loopback, ranks as threads; see `smolctl bench --help`
   bench train       samples/s of single vs ddp on 2 nodes, and the cost of an
@@ -165,5 +169,7 @@ int main(int argc, char **argv)
         return smol::engine::runInfoCommand(args.mid(1), out, err);
     if (command == QLatin1String("export"))
         return smol::engine::runExportCommand(args.mid(1), out, err);
+    if (command == QLatin1String("lesson"))
+        return smol::app::runLessonCommand(args.mid(1), out, err);
     return fail(err, QStringLiteral("unknown command '%1' (try `smolctl --help`)").arg(command));
 }

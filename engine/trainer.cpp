@@ -471,8 +471,22 @@ NodeResult runNode(const TrainConfig &config, const NodeRun &run)
             *run.currentStep = k;
         const std::int64_t cpu0 = threadCpuNs();
         const double loss = strategy->step(k);
-        if (!strategy->isAsynchronous()) // edp stretches its own compute (stretchCompute)
+        if (!strategy->isAsynchronous() && behaviour.slowdown > 1) { // edp stretches its own compute (stretchCompute)
+            const std::int64_t slowStart = net::monotonicNs();
             slowDown(behaviour.slowdown, threadCpuNs() - cpu0);
+            // The emulated slowdown stands for compute the node would have
+            // done: a compute span on its lane, so waiting is not mistaken for it.
+            if (ctx.onSpan) {
+                SpanEvent s;
+                s.node = rank;
+                s.kind = SpanEvent::Kind::Forward;
+                s.name = "slowdown x" + QString::number(behaviour.slowdown, 'g', 3).toStdString() + " (emulated)";
+                s.step = k;
+                s.startNs = slowStart;
+                s.endNs = net::monotonicNs();
+                ctx.onSpan(s);
+            }
+        }
         NodeMemory mem = snapshot(run.memorySlot, *strategy);
         result.memory = mem;
         if (run.onStep)

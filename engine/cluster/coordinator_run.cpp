@@ -688,6 +688,10 @@ private:
                 s.lostRanks.push_back(q);
             const QJsonObject &o = e.done[std::size_t(q)];
             s.bytesSentPerNode.push_back(std::uint64_t(o.value(QStringLiteral("bytes_sent")).toDouble()));
+            // Of those, the bytes sent inside its steps (not the recovery
+            // gathers between them), per rank: extra["bytes_in_steps@R"].
+            if (o.contains(QStringLiteral("bytes_in_steps")))
+                s.extra["bytes_in_steps@" + std::to_string(q)] = o.value(QStringLiteral("bytes_in_steps")).toDouble();
             s.peakBytesPerNode.push_back(std::int64_t(o.value(QStringLiteral("peak")).toDouble()));
             s.memoryPerNode.push_back(memoryFromJson(o.value(QStringLiteral("memory")).toObject()));
             const QJsonObject st = o.value(QStringLiteral("stats")).toObject();

@@ -576,7 +576,13 @@ private:
             if (a.diskEvery > 0)
                 every = every > 0 ? std::gcd(every, a.diskEvery) : a.diskEvery;
             run.checkpointEvery = every;
+            // Bytes sent inside steps (the strategy's traffic), not the
+            // recovery and held-out-loss gathers the runtime adds between them.
+            std::uint64_t bytesInSteps = 0, bytesMark = 0;
             run.onStep = [&](std::int64_t k, double loss, const NodeMemory &mem) {
+                const std::uint64_t sentNow = telemetry.bytesSent();
+                bytesInSteps += sentNow - std::min(bytesMark, sentNow);
+                bytesMark = sentNow;
                 {
                     // A strategy that sends nothing (single, a 1-node world)
                     // learns of an abort here, at its step boundary.
@@ -594,6 +600,7 @@ private:
             };
             run.onCheckpoint = [&](std::int64_t stepsDone, const torch::Tensor &params,
                                    const OptimizerMoments &moments) {
+                bytesMark = telemetry.bytesSent();
                 if (a.recoveryEvery > 0 && stepsDone % a.recoveryEvery == 0) {
                     memory::NodeScope uncharged(-1); // the runtime's copy, not the training's memory
                     ckpt.params = params.clone();
@@ -618,6 +625,7 @@ private:
                                   {"rank", a.rank},
                                   {"seconds", result.seconds},
                                   {"bytes_sent", double(telemetry.bytesSent())},
+                                  {"bytes_in_steps", double(bytesInSteps)},
                                   {"memory", memoryJson(result.memory)},
                                   {"peak", double(memory::usage(m_opts.memorySlot).peak)},
                                   {"stats", stats}};

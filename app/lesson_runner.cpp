@@ -1,0 +1,673 @@
+#include "lesson_runner.h"
+
+#include "widgets/palette.h"
+
+#include <QSet>
+
+#include <algorithm>
+#include <cmath>
+
+namespace smol::app {
+
+namespace {
+
+constexpr int kNodeWaitMs = 200;
+constexpr int kNodeWaitTicks = 150; // 30 s for local nodes to join
+constexpr int kPauseSettleMs = 400; // for the held nodes' reports to reach the snapshots
+
+RunSettings settingsOf(const LessonRun &run)
+{
+    RunSettings s;
+    const auto &m = run.settings;
+    const auto get = [&](const char *k) { return m.value(QLatin1String(k)); };
+    s.strategy = get("strategy");
+    if (m.contains(QStringLiteral("model")))
+        s.model = get("model");
+    if (m.contains(QStringLiteral("nodes")))
+        s.nodes = get("nodes").toInt();
+    if (m.contains(QStringLiteral("batch")))
+        s.globalBatch = get("batch").toLongLong();
+    if (m.contains(QStringLiteral("steps")))
+        s.steps = get("steps").toLongLong();
+    if (m.contains(QStringLiteral("optimizer")))
+        s.optimizer = get("optimizer");
+    if (m.contains(QStringLiteral("lr")))
+        s.lr = get("lr").toDouble();
+    else if (s.optimizer == QLatin1String("adam"))
+        s.lr = 0.001;
+    if (m.contains(QStringLiteral("seed")))
+        s.seed = get("seed").toULongLong();
+    if (m.contains(QStringLiteral("placement")))
+        s.placement = get("placement");
+    if (m.contains(QStringLiteral("micro-batches")))
+        s.microBatches = get("micro-batches").toLongLong();
+    if (m.contains(QStringLiteral("schedule")))
+        s.schedule = get("schedule");
+    s.testEvery = m.value(QStringLiteral("test-every"), QStringLiteral("0")).toLongLong();
+    if (m.contains(QStringLiteral("slow-motion")))
+        s.slowMotion = get("slow-motion").toDouble();
+    return s;
+}
+
+} // namespace
+
+LessonRunner::LessonRunner(EngineController *engine, QObject *parent) : QObject(parent), m_engine(engine)
+{
+    connect(engine, &EngineController::stateChanged, this, &LessonRunner::onState);
+    connect(engine, &EngineController::pausedAt, this, &LessonRunner::onPaused);
+    connect(engine, &EngineController::runMeasured, this, &LessonRunner::onMeasured);
+    connect(engine, &EngineController::stepAvailable, this, &LessonRunner::onStepPoint);
+    connect(engine, &EngineController::runFinished, this, [this] { onRunEnded(QString(), false); });
+    connect(engine, &EngineController::runFailed, this, [this](const QString &why) { onRunEnded(why, false); });
+    connect(engine, &EngineController::runStopped, this, [this](const QString &what) { onRunEnded(what, true); });
+    connect(engine, &EngineController::errorOccurred, this, [this](const QString &why) {
+        // Only what answers the runner's own start or edit fails its step.
+        if (m_open && m_index >= 0 && m_steps[m_index].phase == Phase::Waiting && !m_engine->isRunning() &&
+            !m_stopping && !m_nodeWait.isActive())
+            fail(why);
+    });
+    m_nodeWait.setInterval(kNodeWaitMs);
+    connect(&m_nodeWait, &QTimer::timeout, this, [this] {
+        if (m_engine->readyNodes() >= m_runSettings.nodes) {
+            m_nodeWait.stop();
+            startRun();
+        } else if (++m_nodeWaitTicks > kNodeWaitTicks) {
+            m_nodeWait.stop();
+            fail(tr("the run needs %1 nodes; %2 are idle").arg(m_runSettings.nodes).arg(m_engine->readyNodes()));
+        }
+    });
+}
+
+LessonRunner::~LessonRunner() = default;
+
+void LessonRunner::open(const Lesson &lesson)
+{
+    close();
+    m_lesson = lesson;
+    m_steps = QVector<StepState>(lesson.steps.size());
+    m_runs.clear();
+    m_lastRun.clear();
+    m_open = true;
+    m_index = -1;
+    enter(0);
+}
+
+void LessonRunner::close()
+{
+    if (!m_open)
+        return;
+    m_open = false;
+    m_nodeWait.stop();
+    m_startWhenStopped = false;
+    if (m_runActive && m_engine && m_engine->isRunning()) {
+        m_stopping = true;
+        m_engine->clearBreakpoints();
+        m_engine->stop();
+    }
+    if (m_engine && m_state)
+        for (const widgets::NodeState &n : m_state->nodes) {
+            m_engine->setNodeSlowdown(n.id, 1);
+            m_engine->setNodeLink(n.id, 0, 0);
+        }
+    m_index = -1;
+    Q_EMIT viewChanged();
+}
+
+bool LessonRunner::busy() const
+{
+    return m_open && m_index >= 0 && m_steps[m_index].phase == Phase::Waiting;
+}
+
+bool LessonRunner::reached(int step) const
+{
+    return step >= 0 && step < m_steps.size() &&
+           (m_steps[step].phase == Phase::Reached || m_steps[step].phase == Phase::Revealed);
+}
+
+bool LessonRunner::failed() const { return m_open && m_index >= 0 && m_steps[m_index].phase == Phase::Failed; }
+
+QVector<LessonRunner::Result> LessonRunner::results() const
+{
+    return m_open && m_index >= 0 ? m_steps[m_index].results : QVector<Result>();
+}
+
+void LessonRunner::next()
+{
+    if (!m_open || m_index < 0)
+        return;
+    StepState &st = m_steps[m_index];
+    switch (st.phase) {
+    case Phase::Waiting:
+        return;
+    case Phase::Failed:
+        st.phase = Phase::NotStarted;
+        enter(m_index);
+        return;
+    case Phase::Reached:
+        if (!m_lesson.steps[m_index].reveals.isEmpty()) {
+            st.phase = Phase::Revealed;
+            Q_EMIT viewChanged();
+            return;
+        }
+        break;
+    case Phase::NotStarted:
+    case Phase::Revealed:
+        break;
+    }
+    if (m_index + 1 >= m_lesson.steps.size()) {
+        Q_EMIT finished();
+        return;
+    }
+    enter(m_index + 1);
+}
+
+void LessonRunner::back()
+{
+    if (!m_open || m_index <= 0 || busy())
+        return;
+    m_index -= 1;
+    Q_EMIT focusRequested(m_lesson.steps[m_index].focus);
+    Q_EMIT viewChanged();
+}
+
+void LessonRunner::enter(int index)
+{
+    m_index = index;
+    StepState &st = m_steps[index];
+    if (st.phase != Phase::NotStarted) { // done before: show it again
+        Q_EMIT focusRequested(m_lesson.steps[index].focus);
+        Q_EMIT viewChanged();
+        return;
+    }
+    st.results.clear();
+    st.status.clear();
+    startWork();
+}
+
+void LessonRunner::startWork()
+{
+    const LessonStep &step = m_lesson.steps[m_index];
+    StepState &st = m_steps[m_index];
+    st.phase = Phase::Waiting;
+    if (step.run) {
+        m_runSettings = settingsOf(*step.run);
+        m_runName = step.run->name;
+        st.status = tr("Starting %1 on %2 nodes...").arg(m_runSettings.strategy).arg(m_runSettings.nodes);
+        Q_EMIT settingsApplied(m_runSettings);
+        Q_EMIT viewChanged();
+        if (m_engine->isRunning()) {
+            m_startWhenStopped = true;
+            m_stopping = true;
+            m_engine->clearBreakpoints();
+            m_engine->stop();
+            return;
+        }
+        startRun();
+        return;
+    }
+    if (step.edit || step.until.kind != LessonUntil::Kind::None) {
+        continueRun();
+        return;
+    }
+    reach(); // text and reveals only
+}
+
+QVector<int> LessonRunner::idleNodeIds() const
+{
+    QVector<int> ids;
+    if (m_state)
+        for (const widgets::NodeState &n : m_state->nodes)
+            if (n.state == widgets::NodeRunState::Idle)
+                ids.push_back(n.id);
+    std::sort(ids.begin(), ids.end());
+    return ids;
+}
+
+void LessonRunner::startRun()
+{
+    if (!m_open || m_index < 0)
+        return;
+    const LessonStep &step = m_lesson.steps[m_index];
+    if (m_engine->readyNodes() < m_runSettings.nodes) {
+        if (!m_nodeWait.isActive()) {
+            // Nodes still joining count; only what the cluster lacks is added.
+            int have = 0;
+            if (m_state)
+                for (const widgets::NodeState &n : m_state->nodes)
+                    have += n.state != widgets::NodeRunState::Lost ? 1 : 0;
+            for (int i = m_state ? have : m_runSettings.nodes; i < m_runSettings.nodes; ++i)
+                m_engine->addLocalNode();
+            m_nodeWaitTicks = 0;
+            m_steps[m_index].status = tr("Waiting for %1 nodes to be idle...").arg(m_runSettings.nodes);
+            Q_EMIT viewChanged();
+            m_nodeWait.start();
+        }
+        return;
+    }
+    // Slowdowns and links by rank: ranks go to the idle nodes in id order.
+    if (m_state)
+        for (const widgets::NodeState &n : m_state->nodes) {
+            m_engine->setNodeSlowdown(n.id, 1);
+            m_engine->setNodeLink(n.id, 0, 0);
+        }
+    const QVector<int> ids = idleNodeIds();
+    for (auto it = step.run->slowdown.cbegin(); it != step.run->slowdown.cend(); ++it)
+        m_engine->setNodeSlowdown(it.key() < ids.size() ? ids[it.key()] : it.key(), it.value());
+    for (auto it = step.run->links.cbegin(); it != step.run->links.cend(); ++it)
+        m_engine->setNodeLink(it.key() < ids.size() ? ids[it.key()] : it.key(), it->mbit, it->latencyMs);
+    m_engine->clearBreakpoints();
+    const QString spec = step.until.breakpoint();
+    if (!spec.isEmpty())
+        m_engine->addBreakpoint(spec);
+    m_pause = {};
+    m_pauseState.reset();
+    m_runStep = -1;
+    m_runActive = true;
+    m_steps[m_index].status = tr("Running %1 on %2 nodes").arg(m_runSettings.strategy).arg(m_runSettings.nodes);
+    Q_EMIT viewChanged();
+    m_engine->start(m_runSettings); // a bad config fails at once (runFailed)
+}
+
+void LessonRunner::continueRun()
+{
+    const LessonStep &step = m_lesson.steps[m_index];
+    if (!m_runActive || !m_engine->isRunning()) {
+        fail(tr("no run is going for this step to continue (the step before it ended its run)"));
+        return;
+    }
+    if (m_pause.id == 0 && step.until.kind != LessonUntil::Kind::End) {
+        fail(tr("the run is not held at a collective"));
+        return;
+    }
+    if (step.edit) {
+        m_engine->editTensor(step.edit->rank, step.edit->op, step.edit->factor);
+        if (step.until.kind == LessonUntil::Kind::None) {
+            reach();
+            return;
+        }
+    }
+    m_engine->clearBreakpoints();
+    const QString spec = step.until.breakpoint();
+    if (!spec.isEmpty())
+        m_engine->addBreakpoint(spec);
+    const bool wasPaused = m_pause.id != 0;
+    m_pause = {};
+    m_pauseState.reset();
+    m_steps[m_index].status = tr("Running %1 on %2 nodes").arg(m_runSettings.strategy).arg(m_runSettings.nodes);
+    Q_EMIT viewChanged();
+    if (!wasPaused)
+        return;
+    if (step.until.kind == LessonUntil::Kind::Next)
+        m_engine->stepCollective();
+    else
+        m_engine->resume();
+}
+
+void LessonRunner::reach()
+{
+    StepState &st = m_steps[m_index];
+    st.phase = Phase::Reached;
+    const LessonUntil &u = m_lesson.steps[m_index].until;
+    if (m_pause.id != 0)
+        st.status = tr("Paused: %1").arg(m_pause.reason);
+    else if (u.kind == LessonUntil::Kind::End || m_lesson.steps[m_index].run)
+        st.status = tr("Done: %1 on %2 nodes, %3 steps").arg(m_runSettings.strategy).arg(m_runSettings.nodes)
+                        .arg(m_runSettings.steps);
+    evaluate();
+    Q_EMIT focusRequested(m_lesson.steps[m_index].focus);
+    Q_EMIT stepReached(m_index);
+    Q_EMIT viewChanged();
+}
+
+void LessonRunner::fail(const QString &reason)
+{
+    if (!m_open || m_index < 0)
+        return;
+    StepState &st = m_steps[m_index];
+    st.phase = Phase::Failed;
+    st.status = reason;
+    Q_EMIT stepFailed(m_index, reason);
+    Q_EMIT viewChanged();
+}
+
+void LessonRunner::evaluate()
+{
+    StepState &st = m_steps[m_index];
+    st.results.clear();
+    const auto look = [this](const QString &name) { return lookup(name); };
+    for (const LessonReveal &r : m_lesson.steps[m_index].reveals) {
+        Result res;
+        try {
+            res.measured = r.measure.evaluate(look);
+            if (!r.formula.isEmpty())
+                res.formula = r.formula.evaluate(look);
+            res.agrees = !res.formula || r.agrees(res.measured, *res.formula);
+        } catch (const LessonError &e) {
+            res.error = QString::fromUtf8(e.what());
+            res.agrees = false;
+        }
+        st.results.push_back(res);
+    }
+}
+
+// ---- figures ---------------------------------------------------------------
+
+std::optional<double> LessonRunner::lookup(const QString &name) const
+{
+    QString base = name;
+    int rank = -1;
+    const int at = int(name.indexOf('@'));
+    if (at >= 0) {
+        bool ok = false;
+        rank = name.mid(at + 1).toInt(&ok);
+        if (!ok)
+            return std::nullopt;
+        base = name.left(at);
+    }
+    const QStringList parts = base.split('.');
+    const QString run = parts.size() == 2 ? parts[0] : QString();
+    const QString figure = parts.last();
+    if (run == QLatin1String("pause"))
+        return pauseFigure(figure, rank);
+    if (isConfigName(base))
+        return configFigure(run, figure);
+    const QString which = run.isEmpty() ? m_lastRun : run;
+    const auto it = m_runs.constFind(which);
+    if (it == m_runs.cend())
+        throw LessonError((run.isEmpty() ? tr("'%1' needs a finished run before it").arg(name)
+                                         : tr("'%1': no finished run named '%2'").arg(name, run))
+                              .toStdString());
+    return runFigure(*it, figure, rank);
+}
+
+std::optional<double> LessonRunner::runFigure(const RunMeasurement &m, const QString &f, int rank) const
+{
+    if (rank >= m.ranks.size())
+        throw LessonError(tr("rank %1 is not in the %2-node run").arg(rank).arg(m.ranks.size()).toStdString());
+    if (m.ranks.isEmpty())
+        return std::nullopt;
+    const auto over = [&](auto value, bool mean) {
+        if (rank >= 0)
+            return double(value(m.ranks[rank]));
+        double acc = mean ? 0 : -INFINITY;
+        for (const NodeMeasurement &n : m.ranks)
+            acc = mean ? acc + double(value(n)) : std::max(acc, double(value(n)));
+        return mean ? acc / double(m.ranks.size()) : acc;
+    };
+    const double steps = std::max<qint64>(1, m.steps);
+    if (f == QLatin1String("bytes_per_step"))
+        return over([&](const NodeMeasurement &n) { return double(n.stepBytesSent) / steps; }, true);
+    if (f == QLatin1String("bytes_per_step_max"))
+        return over([&](const NodeMeasurement &n) { return double(n.stepBytesSent) / steps; }, false);
+    if (f == QLatin1String("model_states"))
+        return over([](const NodeMeasurement &n) { return n.memory.params + n.memory.grads + n.memory.optimizer; },
+                    false);
+    if (f == QLatin1String("params"))
+        return over([](const NodeMeasurement &n) { return n.memory.params; }, false);
+    if (f == QLatin1String("grads"))
+        return over([](const NodeMeasurement &n) { return n.memory.grads; }, false);
+    if (f == QLatin1String("optimizer"))
+        return over([](const NodeMeasurement &n) { return n.memory.optimizer; }, false);
+    if (f == QLatin1String("activations"))
+        return over([](const NodeMeasurement &n) { return n.memory.activations; }, false);
+    if (f == QLatin1String("activation_peak"))
+        return over([](const NodeMeasurement &n) { return n.activationPeak; }, false);
+    if (f == QLatin1String("idle_share"))
+        return over([](const NodeMeasurement &n) { return n.idleShare; }, true);
+    if (f == QLatin1String("idle_share_max"))
+        return over([](const NodeMeasurement &n) { return n.idleShare; }, false);
+    if (f == QLatin1String("idle_share_min"))
+        return -over([](const NodeMeasurement &n) { return -n.idleShare; }, false);
+    if (f == QLatin1String("compute_s"))
+        return over([](const NodeMeasurement &n) { return n.computeSeconds; }, true);
+    if (f == QLatin1String("samples_per_s"))
+        return m.samplesPerSecond;
+    if (f == QLatin1String("final_loss"))
+        return m.finalLoss;
+    if (f == QLatin1String("test_accuracy"))
+        return m.testAccuracy;
+    if (f == QLatin1String("seconds"))
+        return m.seconds;
+    if (f == QLatin1String("step_time"))
+        return m.seconds / steps;
+    if (f == QLatin1String("bubble")) {
+        if (!m.extra.contains(QStringLiteral("bubble_fraction")))
+            throw LessonError(tr("'bubble' is measured by pipeline runs only").toStdString());
+        return m.extra.value(QStringLiteral("bubble_fraction"));
+    }
+    if (f == QLatin1String("max_staleness"))
+        return double(m.maxStaleness);
+    if (f == QLatin1String("updates"))
+        return double(m.asyncUpdates);
+    if (f == QLatin1String("nan_params"))
+        return std::isnan(m.paramChecksum) || std::isnan(m.finalLoss) ? 1.0 : 0.0;
+    return std::nullopt;
+}
+
+std::optional<double> LessonRunner::pauseFigure(const QString &f, int rank) const
+{
+    if (m_pause.id == 0 || !m_pauseState)
+        throw LessonError(tr("'pause.%1' needs the run held at a collective").arg(f).toStdString());
+    const QVector<widgets::PausedTensor> &tensors = m_pause.results.isEmpty() ? m_pause.inputs : m_pause.results;
+    if (f == QLatin1String("nan_ranks")) {
+        QSet<int> ranks;
+        for (const widgets::PausedTensor &t : tensors)
+            if (t.nanCount > 0 && (rank < 0 || t.rank == rank))
+                ranks.insert(t.rank);
+        return double(ranks.size());
+    }
+    if (f == QLatin1String("tensor_bytes")) {
+        qint64 bytes = 0;
+        for (const widgets::PausedTensor &t : m_pause.inputs)
+            if (t.rank == std::max(rank, 0))
+                bytes += 4 * t.count;
+        return double(bytes);
+    }
+    if (f == QLatin1String("step")) {
+        for (const widgets::PausedTensor &t : m_pause.inputs)
+            return double(t.step);
+        return std::nullopt;
+    }
+    if (f == QLatin1String("materialised_layers")) {
+        int most = 0;
+        for (const widgets::NodeState &n : m_pauseState->nodes) {
+            if (n.rank < 0 || (rank >= 0 && n.rank != rank))
+                continue;
+            QSet<QString> layers;
+            for (const widgets::ShardCell &c : m_pauseState->shards)
+                if (c.materialisedOn.contains(n.rank))
+                    layers.insert(c.layer);
+            most = std::max(most, int(layers.size()));
+        }
+        return double(most);
+    }
+    double most = -INFINITY;
+    bool any = false;
+    for (const widgets::NodeState &n : m_pauseState->nodes) {
+        if (n.rank < 0 || (rank >= 0 && n.rank != rank))
+            continue;
+        const widgets::MemoryBytes &mb = n.memory;
+        const double v = f == QLatin1String("params")        ? double(mb.params)
+                         : f == QLatin1String("grads")       ? double(mb.grads)
+                         : f == QLatin1String("optimizer")   ? double(mb.optimizer)
+                         : f == QLatin1String("activations") ? double(mb.activations)
+                         : f == QLatin1String("comm")        ? double(mb.comm)
+                                                             : double(mb.live);
+        most = std::max(most, v);
+        any = true;
+    }
+    if (!any)
+        throw LessonError(tr("'pause.%1': no node of rank %2 at this pause").arg(f).arg(rank).toStdString());
+    return most;
+}
+
+std::optional<double> LessonRunner::configFigure(const QString &run, const QString &f) const
+{
+    // A finished run's own figures; the current run's settings before it ends.
+    const auto it = m_runs.constFind(run.isEmpty() ? (m_runActive ? m_runName : m_lastRun) : run);
+    const bool finished = it != m_runs.cend() && (!run.isEmpty() || !m_runActive);
+    if (!run.isEmpty() && it == m_runs.cend())
+        throw LessonError(tr("no finished run named '%1'").arg(run).toStdString());
+    const RunSettings &s = finished ? it->settings : m_runSettings;
+    if (f == QLatin1String("N"))
+        return double(finished ? it->nodes : s.nodes);
+    if (f == QLatin1String("B"))
+        return double(s.globalBatch);
+    if (f == QLatin1String("M"))
+        return double(std::max<qint64>(1, s.microBatches));
+    if (f == QLatin1String("steps"))
+        return double(finished ? it->steps : s.steps);
+    // Parameters: the finished run's count, or the shard map's (every
+    // parameter's elements, as the planned run cuts them).
+    qint64 params = finished ? it->paramCount : 0;
+    QSet<QString> layers;
+    const widgets::ClusterStatePtr state = m_pauseState ? m_pauseState : m_state;
+    if (state) {
+        QMap<QString, qint64> sizes;
+        for (const widgets::ShardCell &c : state->shards) {
+            sizes[c.param] = std::max<qint64>(sizes.value(c.param), c.end);
+            layers.insert(c.layer);
+        }
+        if (params == 0)
+            for (qint64 n : sizes)
+                params += n;
+    }
+    if (f == QLatin1String("P"))
+        return double(params);
+    if (f == QLatin1String("S"))
+        return 4.0 * double(params); // fp32
+    if (f == QLatin1String("layers"))
+        return double(layers.size());
+    return std::nullopt;
+}
+
+// ---- what the engine says --------------------------------------------------
+
+void LessonRunner::onState(const widgets::ClusterStatePtr &state)
+{
+    m_state = state;
+    if (m_pause.id != 0)
+        m_pauseState = state; // the held cluster: who holds which layer, memory at the collective
+}
+
+void LessonRunner::onStepPoint(const widgets::StepPoint &point)
+{
+    if (!busy() || !m_runActive)
+        return;
+    m_runStep = point.step;
+    m_steps[m_index].status = tr("Running %1 on %2 nodes: step %3 of %4")
+                                  .arg(m_runSettings.strategy)
+                                  .arg(m_runSettings.nodes)
+                                  .arg(point.step + 1)
+                                  .arg(m_runSettings.steps);
+    Q_EMIT viewChanged();
+}
+
+void LessonRunner::onPaused(const PauseView &pause)
+{
+    if (!m_open || !m_runActive || pause.id == m_pause.id)
+        return;
+    m_pause = pause;
+    m_pauseState = m_state;
+    if (!busy())
+        return;
+    const LessonUntil::Kind k = m_lesson.steps[m_index].until.kind;
+    if (k != LessonUntil::Kind::Collective && k != LessonUntil::Kind::Step && k != LessonUntil::Kind::Next)
+        return;
+    // The nodes report what they hold at the pause (gathered layers, memory)
+    // just after it: the snapshots of the next moment show it.
+    const quint64 id = pause.id;
+    QTimer::singleShot(kPauseSettleMs, this, [this, id] {
+        if (m_open && busy() && m_pause.id == id)
+            reach();
+    });
+}
+
+void LessonRunner::onMeasured(const RunMeasurement &m)
+{
+    if (!m_open || !m_runActive)
+        return;
+    m_runs.insert(m_runName, m);
+    m_lastRun = m_runName;
+}
+
+void LessonRunner::onRunEnded(const QString &what, bool stopped)
+{
+    if (!m_runActive)
+        return;
+    m_runActive = false;
+    m_pause = {};
+    if (m_stopping) {
+        m_stopping = false;
+        if (m_startWhenStopped && m_open) {
+            m_startWhenStopped = false;
+            startRun();
+        }
+        return;
+    }
+    if (!m_open || !busy())
+        return;
+    if (stopped) {
+        fail(tr("the run was stopped (%1); Next runs the step again").arg(what));
+        return;
+    }
+    if (!what.isEmpty()) {
+        fail(tr("the run failed: %1").arg(what));
+        return;
+    }
+    const LessonUntil::Kind k = m_lesson.steps[m_index].until.kind;
+    if (k == LessonUntil::Kind::End || k == LessonUntil::Kind::None)
+        reach();
+    else
+        fail(tr("the run ended before it reached %1").arg(m_lesson.steps[m_index].until.breakpoint()));
+}
+
+// ---- the panel's view ------------------------------------------------------
+
+widgets::LessonStepView LessonRunner::view() const
+{
+    widgets::LessonStepView v;
+    if (!m_open || m_index < 0)
+        return v;
+    const LessonStep &step = m_lesson.steps[m_index];
+    const StepState &st = m_steps[m_index];
+    v.lesson = m_lesson.title;
+    v.index = m_index;
+    v.count = int(m_lesson.steps.size());
+    v.title = step.title;
+    v.text = step.text;
+    v.status = st.status;
+    v.busy = st.phase == Phase::Waiting;
+    v.failed = st.phase == Phase::Failed;
+    const bool shown = st.phase == Phase::Revealed;
+    for (int i = 0; i < step.reveals.size(); ++i) {
+        const LessonReveal &r = step.reveals[i];
+        widgets::LessonReveal out;
+        out.label = r.label;
+        out.formula = r.show.isEmpty() ? r.formula.text() : r.show;
+        if (i < st.results.size()) {
+            const Result &res = st.results[i];
+            out.measured = res.error.isEmpty() ? formatLessonValue(res.measured, r.unit) : res.error;
+            if (res.formula)
+                out.formulaValue = formatLessonValue(*res.formula, r.unit);
+            out.agrees = res.agrees;
+        }
+        out.revealed = shown;
+        v.reveals.push_back(out);
+    }
+    v.canBack = m_index > 0 && !v.busy;
+    v.canNext = !v.busy;
+    if (v.failed)
+        v.nextLabel = tr("Retry");
+    else if (v.busy)
+        v.nextLabel = tr("Running...");
+    else if (st.phase == Phase::Reached && !step.reveals.isEmpty())
+        v.nextLabel = tr("Reveal");
+    else if (m_index + 1 >= m_lesson.steps.size())
+        v.nextLabel = tr("Finish");
+    else
+        v.nextLabel = tr("Next");
+    return v;
+}
+
+} // namespace smol::app
