@@ -316,7 +316,6 @@ QString formatLessonValue(double v, LessonUnit unit)
         return QStringLiteral("NaN");
     if (std::isinf(v))
         return v > 0 ? QStringLiteral("∞") : QStringLiteral("-∞");
-    const QLocale c = QLocale::c();
     switch (unit) {
     case LessonUnit::Bytes: {
         const double a = std::abs(v);
@@ -336,7 +335,7 @@ QString formatLessonValue(double v, LessonUnit unit)
     case LessonUnit::Percent:
         return QStringLiteral("%1 %").arg(100 * v, 0, 'f', 1);
     case LessonUnit::Rate:
-        return QStringLiteral("%1 samples/s").arg(c.toString(double(std::llround(v)), 'f', 0));
+        return QStringLiteral("%1 samples/s").arg(QLocale(QLocale::English).toString(qlonglong(std::llround(v))));
     case LessonUnit::Seconds:
         return v < 1 ? QStringLiteral("%1 ms").arg(1000 * v, 0, 'f', 1) : QStringLiteral("%1 s").arg(v, 0, 'f', 2);
     case LessonUnit::Count:
@@ -489,6 +488,8 @@ public:
         }
         if (lesson.steps.isEmpty()) {
             m_line = int(lines.size());
+            while (m_line > 1 && lines[m_line - 1].trimmed().isEmpty())
+                --m_line;
             fail(QStringLiteral("step"), QStringLiteral("the lesson has no steps"));
         }
         checkSteps(lesson);
