@@ -239,6 +239,16 @@ bool TimelineView::jumpToStep(std::int64_t step)
     return true;
 }
 
+bool TimelineView::showSteps(std::int64_t from, std::int64_t to)
+{
+    const auto a = m_data.stepRange(from), b = m_data.stepRange(std::max(from, to));
+    if (!a || !b)
+        return jumpToStep(from);
+    const std::int64_t pad = std::max<std::int64_t>(1000, (b->second - a->first) / 20);
+    showRange(a->first - pad, b->second + pad);
+    return true;
+}
+
 bool TimelineView::zoomToSelection()
 {
     const TimelineHit &h = m_overlay.selected;

@@ -63,6 +63,8 @@ public:
     void showRange(std::int64_t t0, std::int64_t t1); // stops following
     void fitAll();
     bool jumpToStep(std::int64_t step); // false: no such step
+    // Steps `from` to `to` in view (only `from` when `to` is not there yet).
+    bool showSteps(std::int64_t from, std::int64_t to);
     bool zoomToSelection();
 
     TimelineHit selected() const { return m_overlay.selected; }

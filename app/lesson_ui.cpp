@@ -1,0 +1,187 @@
+#include "lesson_ui.h"
+
+#include "lesson.h"
+#include "lesson_runner.h"
+#include "mainwindow.h"
+#include "widgets/lesson_panel.h"
+#include "widgets/timeline_view.h"
+
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QTimer>
+
+namespace smol::app {
+
+LessonUi::LessonUi(MainWindow *window, EngineController *engine)
+    : QObject(window), m_window(window), m_engine(engine)
+{
+    m_runner = new LessonRunner(engine, this);
+    m_panel = new widgets::LessonPanel;
+    m_dock = new QDockWidget(tr("Lesson"), window);
+    m_dock->setObjectName(QStringLiteral("lessonDock"));
+    m_dock->setWidget(m_panel);
+    m_dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetClosable);
+    window->addDockWidget(Qt::RightDockWidgetArea, m_dock);
+    m_dock->hide();
+    m_blank = new widgets::BlankOverlay(window);
+    m_panel->installPresenterKeys(window);
+
+    connect(m_runner, &LessonRunner::viewChanged, this, &LessonUi::showView);
+    connect(m_runner, &LessonRunner::settingsApplied, window, &MainWindow::setSettings);
+    connect(m_runner, &LessonRunner::focusRequested, this, &LessonUi::applyFocus);
+    connect(m_runner, &LessonRunner::finished, this, &LessonUi::close);
+    connect(m_panel, &widgets::LessonPanel::nextRequested, m_runner, &LessonRunner::next);
+    connect(m_panel, &widgets::LessonPanel::backRequested, m_runner, &LessonRunner::back);
+    connect(m_panel, &widgets::LessonPanel::closeRequested, this, &LessonUi::close);
+    connect(m_panel, &widgets::LessonPanel::blankRequested, m_blank, &widgets::BlankOverlay::toggle);
+    connect(m_dock, &QDockWidget::visibilityChanged, this, [this](bool visible) {
+        // Closing the dock (its title bar's button) ends the lesson.
+        if (!visible && !m_dock->isVisible() && m_runner->isOpen() && !m_window->isMinimized() && m_window->isVisible())
+            QTimer::singleShot(0, this, [this] {
+                if (!m_dock->isVisible())
+                    close();
+            });
+    });
+    connect(window, &MainWindow::projectorModeChanged, this, &LessonUi::setProjectorMode);
+    setProjectorMode(window->projectorMode());
+    buildMenu();
+}
+
+LessonUi::~LessonUi() = default;
+
+void LessonUi::buildMenu()
+{
+    m_menu = m_window->menuBar()->addMenu(tr("&Lessons"));
+    const auto shipped = shippedLessons();
+    for (auto it = shipped.cbegin(); it != shipped.cend(); ++it) {
+        QString title = it.key();
+        try {
+            title = loadLesson(it.value()).title;
+        } catch (const LessonError &) {
+        }
+        const QString name = it.key();
+        m_menu->addAction(title, this, [this, name] { open(name); });
+    }
+    m_menu->addSeparator();
+    m_menu->addAction(tr("&Open lesson file..."), QKeySequence(Qt::CTRL | Qt::Key_L), this, &LessonUi::chooseFile);
+    m_close = m_menu->addAction(tr("&Close lesson"), this, &LessonUi::close);
+    m_close->setEnabled(false);
+    // File > Open lesson... as well: where a teacher looks for files.
+    for (QAction *a : m_window->menuBar()->actions())
+        if (QMenu *file = a->menu(); file && file->objectName() == QLatin1String("fileMenu")) {
+            QAction *before = file->actions().size() > 1 ? file->actions().at(1) : nullptr;
+            auto *open = new QAction(tr("Open &lesson..."), file);
+            connect(open, &QAction::triggered, this, &LessonUi::chooseFile);
+            file->insertAction(before, open);
+        }
+}
+
+void LessonUi::chooseFile()
+{
+    const QString path = QFileDialog::getOpenFileName(m_window, tr("Open lesson"), QString(),
+                                                      tr("Lessons (*.lesson);;All files (*)"));
+    if (!path.isEmpty())
+        open(path);
+}
+
+bool LessonUi::open(const QString &nameOrPath, QString *error, bool quiet)
+{
+    Lesson lesson;
+    try {
+        lesson = findLesson(nameOrPath);
+    } catch (const LessonError &e) {
+        const QString why = QString::fromUtf8(e.what());
+        if (error)
+            *error = why;
+        if (!quiet)
+            QMessageBox::warning(m_window, tr("Open lesson"), why);
+        return false;
+    }
+    if (m_window->isReplaying())
+        m_window->closeReplay(); // a lesson drives the live cluster
+    m_dock->setWindowTitle(tr("Lesson: %1").arg(lesson.title));
+    m_dock->show();
+    m_dock->raise();
+    m_close->setEnabled(true);
+    m_runner->open(lesson);
+    return true;
+}
+
+void LessonUi::close()
+{
+    m_runTo = -1;
+    if (m_runToDone) {
+        auto done = std::move(m_runToDone);
+        m_runToDone = nullptr;
+        done(false, tr("the lesson was closed"));
+    }
+    m_runner->close();
+    m_dock->hide();
+    if (m_close)
+        m_close->setEnabled(false);
+}
+
+bool LessonUi::isOpen() const { return m_runner->isOpen(); }
+
+void LessonUi::runTo(int step, std::function<void(bool, const QString &)> done)
+{
+    m_runTo = std::max(0, step - 1);
+    m_runToDone = std::move(done);
+    showView();
+}
+
+void LessonUi::setProjectorMode(bool on)
+{
+    m_panel->setProjectorMode(on);
+    // A third of a 1024 px projector image; the cluster keeps the rest.
+    m_dock->setMinimumWidth(on ? 330 : 300);
+}
+
+void LessonUi::showView()
+{
+    const widgets::LessonStepView v = m_runner->view();
+    m_panel->setView(v);
+    if (m_runTo < 0 || !m_runToDone || !m_runner->isOpen())
+        return;
+    if (v.failed) {
+        auto done = std::move(m_runToDone);
+        m_runToDone = nullptr;
+        m_runTo = -1;
+        done(false, v.status);
+        return;
+    }
+    if (v.busy)
+        return;
+    const bool unrevealed = m_runner->reached(v.index) && v.nextLabel == tr("Reveal");
+    if (v.index >= m_runTo && !unrevealed) {
+        auto done = std::move(m_runToDone);
+        m_runToDone = nullptr;
+        m_runTo = -1;
+        done(true, QString());
+        return;
+    }
+    if (v.index + 1 >= v.count && !unrevealed) {
+        auto done = std::move(m_runToDone);
+        m_runToDone = nullptr;
+        m_runTo = -1;
+        done(false, tr("the lesson has %1 steps").arg(v.count));
+        return;
+    }
+    QTimer::singleShot(0, m_runner, &LessonRunner::next);
+}
+
+void LessonUi::applyFocus(const LessonFocus &focus)
+{
+    if (!focus.tab.isEmpty())
+        m_window->showView(focus.tab);
+    if (focus.rank >= 0)
+        m_window->selectRank(focus.rank);
+    if (focus.fromStep >= 0)
+        m_window->timeline()->showSteps(focus.fromStep, focus.toStep);
+    if (focus.memoryLane)
+        m_window->showView(QStringLiteral("timeline"));
+}
+
+} // namespace smol::app
