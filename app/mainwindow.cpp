@@ -1,11 +1,15 @@
 #include "mainwindow.h"
 
 #include "gui_options.h"
-#include "engine/session/session_export.h"
 #include "engine/session/session_reader.h"
+#include "node_details.h"
+#include "node_lanes.h"
+#include "remote_nodes_dialog.h"
 #include "replay_controller.h"
+#include "run_controls.h"
 #include "timeline_feed.h"
 #include "widgets/charts_panel.h"
+#include "widgets/flow_layout.h"
 #include "widgets/cluster_view.h"
 #include "widgets/memory_model.h"
 #include "widgets/memory_view.h"
@@ -19,16 +23,13 @@
 #include <QApplication>
 #include <QComboBox>
 #include <QDialog>
-#include <QDialogButtonBox>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFileInfo>
-#include <QFormLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
-#include <QLineEdit>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPlainTextEdit>
@@ -38,6 +39,7 @@
 #include <QSpinBox>
 #include <QSplitter>
 #include <QStatusBar>
+#include <QTabBar>
 #include <QTabWidget>
 #include <QTableView>
 #include <QScrollArea>
@@ -51,6 +53,13 @@
 namespace smol::app {
 
 namespace {
+
+// What the timeline's rows are, until an item is clicked (wraps: never clipped on a projector).
+QString timelineHint()
+{
+    return MainWindow::tr("Rows: compute, collectives, packets sent (arrows to the receiver; numbered blocks hold "
+                          "what is too close to tell apart). Click one for its details.");
+}
 
 // The replay scrubber's resolution.
 constexpr int kScrubberSteps = 10000;
@@ -68,7 +77,14 @@ MainWindow::MainWindow(EngineController *engine, QWidget *parent) : QMainWindow(
     m_split->addWidget(m_tabs);
     m_split->setStretchFactor(0, 3);
     m_split->setStretchFactor(1, 2);
-    setCentralWidget(m_split);
+    buildToolBar();
+    auto *central = new QWidget(this);
+    auto *cl = new QVBoxLayout(central);
+    cl->setContentsMargins(0, 0, 0, 0);
+    cl->setSpacing(0);
+    cl->addWidget(m_runControls);
+    cl->addWidget(m_split, 1);
+    setCentralWidget(central);
     auto *chartsDock = new QDockWidget(tr("Charts"), this);
     chartsDock->setObjectName(QStringLiteral("charts"));
     chartsDock->setWidget(m_charts);
@@ -80,7 +96,6 @@ MainWindow::MainWindow(EngineController *engine, QWidget *parent) : QMainWindow(
     tabifyDockWidget(timelineDock, chartsDock);
     timelineDock->raise();
     m_replayController = new ReplayController(this);
-    buildToolBar();
     buildReplayBar();
     buildMenus();
 
@@ -222,6 +237,10 @@ int MainWindow::addPage(QWidget *page, const QString &title)
 void MainWindow::buildTabs()
 {
     m_tabs = new QTabWidget(this);
+    // Every tab's whole title, never "Pla..." behind scroll arrows: the side
+    // panel is at least as wide as its tabs.
+    m_tabs->setUsesScrollButtons(false);
+    m_tabs->setElideMode(Qt::ElideNone);
     // Details of the selected node.
     auto *details = new QWidget(this);
     m_details = new QLabel(tr("Click a node to see its configuration, memory and log."), details);
@@ -242,18 +261,18 @@ void MainWindow::buildTabs()
     auto *kill = new QPushButton(tr("Kill node"), details);
     auto *addNode = new QPushButton(tr("Add local node"), details);
     auto *removeNode = new QPushButton(tr("Remove node"), details);
-    auto *row = new QHBoxLayout;
-    row->addWidget(kill);
-    row->addWidget(removeNode);
-    row->addStretch();
-    row->addWidget(addNode);
-    auto *links = new QHBoxLayout;
+    // Rows that wrap (a third of a 1024 px projector is narrow): no control
+    // off the page's right edge.
+    auto *links = new widgets::FlowLayout;
     links->addWidget(new QLabel(tr("Next run:"), details));
     links->addWidget(m_nodeSlowdown);
     links->addWidget(new QLabel(tr("links"), details));
     links->addWidget(m_nodeMbit);
     links->addWidget(m_nodeLatency);
-    links->addStretch();
+    auto *row = new widgets::FlowLayout;
+    row->addWidget(kill);
+    row->addWidget(removeNode);
+    row->addWidget(addNode);
     auto *dl = new QVBoxLayout(details);
     dl->addWidget(m_details, 1);
     dl->addLayout(links);
@@ -299,15 +318,21 @@ void MainWindow::buildTabs()
 
     m_placement = new widgets::PlacementEditor(this);
     m_placement->setValidator(
-        [this](const QString &spec) { return m_engine->checkPlacement(m_model->currentText(), spec, m_nodes->value()); });
+        [this](const QString &spec) {
+            const RunSettings s = m_runControls->settings();
+            return m_engine->checkPlacement(s.model, spec, s.nodes);
+        });
     connect(m_placement, &widgets::PlacementEditor::placementChanged, this,
             [this](const QString &spec) { m_placementSpec = spec; });
     connect(m_placement, &widgets::PlacementEditor::placementRejected, this,
             [this](const QString &reason) { statusBar()->showMessage(tr("Placement refused: %1").arg(reason), 8000); });
-    addPage(m_placement, tr("Placement"));
+    m_placementTab = addPage(m_placement, tr("Placement"));
 
     m_inspector = new widgets::TensorInspector(this);
-    m_inspectorTab = addPage(m_inspector, tr("Inspector"));
+    // Not in a scroll area: its table and plot give way to a short panel
+    // (a scroll area would grow it to its preferred height, the edit buttons
+    // below the fold).
+    m_inspectorTab = m_tabs->addTab(m_inspector, tr("Inspector"));
 
     m_log = new QPlainTextEdit(this);
     m_log->setReadOnly(true);
@@ -317,89 +342,45 @@ void MainWindow::buildTabs()
 
 void MainWindow::buildToolBar()
 {
-    auto *bar = addToolBar(tr("Run"));
-    bar->setObjectName(QStringLiteral("run"));
-    m_strategy = new QComboBox(bar);
-    m_strategy->addItems(m_engine->strategies());
-    m_strategy->setCurrentText(QStringLiteral("ddp"));
-    m_model = new QComboBox(bar);
-    m_model->addItems({QStringLiteral("mlp"), QStringLiteral("gpt")});
-    m_nodes = new QSpinBox(bar);
-    m_nodes->setRange(1, kMaxGuiNodes);
-    m_nodes->setValue(4);
-    m_nodes->setPrefix(tr("nodes "));
-    m_batch = new QSpinBox(bar);
-    m_batch->setRange(1, 65536);
-    m_batch->setValue(120);
-    m_batch->setPrefix(tr("batch "));
-    m_steps = new QSpinBox(bar);
-    m_steps->setRange(1, 1000000);
-    m_steps->setValue(300);
-    m_steps->setPrefix(tr("steps "));
-    m_lr = new QDoubleSpinBox(bar);
-    m_lr->setDecimals(4);
-    m_lr->setRange(0.0001, 10);
-    m_lr->setValue(0.1);
-    m_lr->setPrefix(tr("lr "));
-    m_optimizer = new QComboBox(bar);
-    m_optimizer->addItems({QStringLiteral("sgd"), QStringLiteral("adam")});
-    m_seed = new QSpinBox(bar);
-    m_seed->setRange(0, 1 << 30);
-    m_seed->setPrefix(tr("seed "));
-    for (QWidget *w : std::initializer_list<QWidget *>{m_strategy, m_model, m_nodes, m_batch, m_steps, m_optimizer, m_lr,
-                                                       m_seed})
-        bar->addWidget(w);
-    // The placement editor starts from the engine's balanced placement; each
-    // click then moves one layer, and the engine refuses what cannot run.
-    auto resetPlacement = [this] {
-        m_placement->setLayers(m_engine->layerNames(m_model->currentText()));
-        m_placement->setNodes(m_nodes->value());
-        m_placementSpec = m_engine->balancedPlacement(m_model->currentText(), m_nodes->value());
-        m_placement->setSpec(m_placementSpec);
-    };
-    connect(m_nodes, &QSpinBox::valueChanged, this, resetPlacement);
-    connect(m_model, &QComboBox::currentTextChanged, this, resetPlacement);
-    resetPlacement();
-    bar->addSeparator();
-
-    m_start = bar->addAction(tr("Start"), this, &MainWindow::startRun);
-    m_start->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
-    m_pause = bar->addAction(tr("Pause"), this, &MainWindow::togglePause);
-    m_pause->setShortcut(Qt::Key_Space);
-    m_pause->setShortcutContext(Qt::ApplicationShortcut);
-    m_step = bar->addAction(tr("Step"), this, [this] {
+    // Run controls and settings wrap onto more rows rather than hide in a
+    // tool bar's overflow menu: on a 1024 px projector every one shows.
+    m_runControls = new RunControls(m_engine, this);
+    m_start = m_runControls->startAction();
+    m_pause = m_runControls->pauseAction();
+    m_step = m_runControls->stepAction();
+    m_stop = m_runControls->stopAction();
+    connect(m_start, &QAction::triggered, this, &MainWindow::startRun);
+    connect(m_pause, &QAction::triggered, this, &MainWindow::togglePause);
+    connect(m_step, &QAction::triggered, this, [this] {
         if (m_replaying)
             m_replayController->nextCollective();
         else
             m_engine->stepCollective();
     });
-    m_step->setShortcut(Qt::Key_N);
-    m_step->setToolTip(tr("Run one collective, then pause again (N)"));
-    m_stop = bar->addAction(tr("Stop"), this, [this] {
+    connect(m_stop, &QAction::triggered, this, [this] {
         if (!m_engine->isRunning())
             return;
         m_engine->stop();
         statusBar()->showMessage(tr("Stopping..."));
     });
-    m_stop->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
-    bar->addSeparator();
-    bar->addWidget(new QLabel(tr(" slow motion "), bar));
-    m_slowMotion = new QSlider(Qt::Horizontal, bar);
-    m_slowMotion->setRange(1, 50);
-    m_slowMotion->setMaximumWidth(120);
-    m_slowMotion->setToolTip(tr("Every node computes this many times slower (next run), to watch each step"));
-    bar->addWidget(m_slowMotion);
-    m_breakpoint = new QLineEdit(bar);
-    m_breakpoint->setPlaceholderText(tr("breakpoint, e.g. allreduce@step=3"));
-    m_breakpoint->setMaximumWidth(220);
-    bar->addWidget(m_breakpoint);
-    connect(m_breakpoint, &QLineEdit::returnPressed, this, [this] {
-        if (!m_breakpoint->text().trimmed().isEmpty()) {
-            m_engine->addBreakpoint(m_breakpoint->text().trimmed());
-            statusBar()->showMessage(tr("Breakpoint set: %1").arg(m_breakpoint->text().trimmed()), 5000);
-            m_breakpoint->clear();
-        }
+    connect(m_runControls, &RunControls::message, statusBar(), &QStatusBar::showMessage);
+    connect(m_runControls, &RunControls::problemChanged, this, &MainWindow::updateRunActions);
+    // The placement editor starts from the engine's balanced placement; each
+    // click then moves one layer, and the engine refuses what cannot run.
+    auto resetPlacement = [this] {
+        const RunSettings s = m_runControls->settings();
+        m_placement->setLayers(m_engine->layerNames(s.model));
+        m_placement->setNodes(s.nodes);
+        m_placementSpec = m_engine->balancedPlacement(s.model, s.nodes);
+        m_placement->setSpec(m_placementSpec);
+    };
+    connect(m_runControls, &RunControls::shapeChanged, this, resetPlacement);
+    resetPlacement();
+    connect(m_runControls, &RunControls::problemChanged, this, [this] {
+        m_cluster->setNextRun(m_runControls->settings().strategy);
+        m_tabs->setTabVisible(m_placementTab, m_runControls->settings().strategy == QLatin1String("pipeline"));
     });
+    m_tabs->setTabVisible(m_placementTab, m_runControls->settings().strategy == QLatin1String("pipeline"));
 }
 
 void MainWindow::buildMenus()
@@ -446,43 +427,40 @@ void MainWindow::buildMenus()
     QMenu *cluster = menuBar()->addMenu(tr("&Cluster"));
     cluster->addAction(tr("&Remote nodes..."), this, &MainWindow::showRemoteNodes);
     cluster->addAction(tr("&Add local node"), m_engine, &EngineController::addLocalNode);
-    cluster->addAction(tr("&Clear breakpoints"), m_engine, &EngineController::clearBreakpoints);
+    cluster->addAction(tr("&Clear breakpoints"), m_runControls, &RunControls::clearBreakpoints);
 }
 
 RunSettings MainWindow::settings() const
 {
-    RunSettings s;
-    s.strategy = m_strategy->currentText();
-    s.model = m_model->currentText();
-    s.nodes = m_nodes->value();
-    s.globalBatch = m_batch->value();
-    s.steps = m_steps->value();
-    s.optimizer = m_optimizer->currentText();
-    s.lr = m_lr->value();
-    s.seed = quint64(m_seed->value());
+    RunSettings s = m_runControls->settings();
     s.placement = s.strategy == QLatin1String("pipeline") ? m_placementSpec : QString();
     s.recordPath = m_recordPath;
-    s.slowMotion = m_slowMotion->value();
     return s;
 }
 
 void MainWindow::setSettings(const RunSettings &s)
 {
-    m_strategy->setCurrentText(s.strategy);
-    m_model->setCurrentText(s.model);
-    m_nodes->setValue(s.nodes);
-    m_batch->setValue(int(s.globalBatch));
-    m_steps->setValue(int(s.steps));
-    m_optimizer->setCurrentText(s.optimizer);
-    m_lr->setValue(s.lr);
-    m_seed->setValue(int(s.seed));
-    m_slowMotion->setValue(int(s.slowMotion));
+    m_runControls->setSettings(s);
 }
 
 void MainWindow::startRun()
 {
     if (m_replaying) {
         statusBar()->showMessage(tr("Close the replay (Ctrl+W) to train."), 6000);
+        return;
+    }
+    // What is typed in the breakpoint field counts, as if Return had been pressed.
+    QString why;
+    if (!m_runControls->applyPendingBreakpoint(&why)) {
+        const QString reason = tr("Not started: the breakpoint %1").arg(why);
+        statusBar()->showMessage(reason, 10000);
+        Q_EMIT runRefused(reason);
+        return;
+    }
+    if (const auto problem = m_runControls->problem()) {
+        const QString reason = tr("Not started: %1").arg(problem->text);
+        statusBar()->showMessage(reason, 10000);
+        Q_EMIT runRefused(reason);
         return;
     }
     const RunSettings s = settings();
@@ -520,9 +498,16 @@ void MainWindow::setProjectorMode(bool on)
     QFont f = QApplication::font();
     f.setPointSizeF(on ? 14 : 10);
     setFont(f);
+    // The tabs are navigation, not the lesson: a little smaller, so that
+    // every title fits beside a cluster that keeps most of a 1024 px screen.
+    QFont tabs = f;
+    tabs.setPointSizeF(on ? 12 : 10);
+    m_tabs->tabBar()->setFont(tabs);
     // On a projector the cluster is the lesson: give it most of the width
     // (once the window has its size).
     QTimer::singleShot(0, this, [this, on] {
+        if (auto *timeline = findChild<QDockWidget *>(QStringLiteral("timeline")))
+            resizeDocks({timeline}, {height() * (on ? 1 : 2) / (on ? 3 : 5)}, Qt::Vertical);
         const int w = m_split->width();
         m_split->setSizes(on ? QList<int>{w * 2 / 3, w / 3} : QList<int>{w * 3 / 5, w * 2 / 5});
     });
@@ -535,22 +520,29 @@ void MainWindow::showState(const widgets::ClusterStatePtr &state)
     m_memoryView->setState(state);
     m_memoryModel->setState(state);
     m_shardView->setState(state);
-    if (!m_replaying && state) {
-        // The timeline's lanes are the run's ranks.
-        QStringList names;
+    if (state) {
+        // One name per node everywhere (widgets::displayName): the live
+        // timeline's lanes are nodes (ids); a replay's are its ranks.
+        widgets::TimelineData &data = m_timeline->data();
+        QStringList rankNames;
         for (const widgets::NodeState &n : state->nodes) {
-            if (n.rank < 0)
-                continue;
-            while (names.size() <= n.rank)
-                names.append(QString());
-            names[n.rank] = n.name;
+            while (n.rank >= 0 && rankNames.size() <= n.rank)
+                rankNames.append(QString());
+            if (n.rank >= 0)
+                rankNames[n.rank] = widgets::displayName(n);
         }
-        bool changed = names.size() > m_timeline->data().laneCount();
-        for (int r = 0; r < names.size() && !changed; ++r)
-            changed = m_timeline->data().laneName(r) != names[r] && !names[r].isEmpty();
-        if (changed) {
-            m_timeline->data().setNodes(names);
+        if (m_replaying) {
+            if (!rankNames.isEmpty() && rankNames.size() >= data.laneCount()) {
+                data.setNodes(rankNames);
+                m_timeline->dataChanged();
+            }
+        } else if (m_lanes.setState(*state)) {
+            data.setNodes(m_lanes.names());
             m_timeline->dataChanged();
+        }
+        if (!rankNames.isEmpty()) {
+            m_charts->setRankNames(rankNames);
+            m_inspector->setRankNames(rankNames);
         }
     }
     showSelectedNode();
@@ -566,28 +558,7 @@ void MainWindow::showSelectedNode()
     for (const widgets::NodeState &n : m_state->nodes) {
         if (n.id != m_selected)
             continue;
-        const widgets::MemoryBytes &m = n.memory;
-        QString html = tr("<h2>%1</h2><p>node %2, %3 on %4, <b>%5</b>%6</p>")
-                           .arg(n.name.toHtmlEscaped())
-                           .arg(n.id)
-                           .arg(n.rank >= 0 ? tr("rank %1 (%2)").arg(n.rank).arg(n.role) : tr("not in the run"))
-                           .arg(n.host.toHtmlEscaped())
-                           .arg(widgets::runStateName(n.state))
-                           .arg(n.slowdown > 1 ? tr(", computes %1x slower").arg(n.slowdown) : QString());
-        html += tr("<table><tr><td>parameters</td><td align=right>%1</td></tr>"
-                   "<tr><td>gradients</td><td align=right>%2</td></tr>"
-                   "<tr><td>optimizer state</td><td align=right>%3</td></tr>"
-                   "<tr><td>activations</td><td align=right>%4</td></tr>"
-                   "<tr><td>communication buffers</td><td align=right>%5</td></tr>"
-                   "<tr><td><b>live</b></td><td align=right><b>%6</b></td></tr>"
-                   "<tr><td>peak</td><td align=right>%7</td></tr></table>")
-                    .arg(widgets::formatBytes(m.params), widgets::formatBytes(m.grads), widgets::formatBytes(m.optimizer), widgets::formatBytes(m.activations), widgets::formatBytes(m.comm), widgets::formatBytes(m.live),
-                         widgets::formatBytes(m.peak));
-        if (n.predictedBytes)
-            html += tr("<p>ZeRO formula for params + grads + optimizer: %1</p>").arg(widgets::formatBytes(*n.predictedBytes));
-        if (!n.lastLog.isEmpty())
-            html += tr("<p>%1</p>").arg(n.lastLog.toHtmlEscaped());
-        m_details->setText(html);
+        m_details->setText(nodeDetailsHtml(n));
         m_nodeSlowdown->blockSignals(true);
         m_nodeSlowdown->setValue(n.slowdown);
         m_nodeSlowdown->blockSignals(false);
@@ -605,9 +576,7 @@ void MainWindow::showSelectedNode()
 void MainWindow::updateRunActions()
 {
     // The run settings are for the next live run: not while a recording plays.
-    for (QWidget *w : std::initializer_list<QWidget *>{m_strategy, m_model, m_nodes, m_batch, m_steps, m_optimizer, m_lr,
-                                                       m_seed, m_slowMotion, m_breakpoint})
-        w->setEnabled(!m_replaying);
+    m_runControls->setSettingsEnabled(!m_replaying && !m_engine->isRunning());
     if (m_replaying) {
         // Space plays and pauses the replay; N goes to the next collective.
         const bool playing = m_replayController->isPlaying();
@@ -621,7 +590,10 @@ void MainWindow::updateRunActions()
     }
     const bool running = m_engine->isRunning();
     const bool paused = m_engine->isPaused();
-    m_start->setEnabled(!running);
+    // A choice that cannot run says why under the controls (with its fixes); Start waits.
+    const std::optional<RunProblem> problem = m_runControls->problem();
+    m_start->setEnabled(!running && !problem);
+    m_start->setToolTip(problem ? problem->text : tr("Start the run (Ctrl+Return)"));
     m_pause->setEnabled(running);
     m_pause->setText(paused ? tr("Resume") : tr("Pause"));
     m_step->setEnabled(running && paused);
@@ -649,23 +621,16 @@ QWidget *MainWindow::buildTimeline()
     follow->setToolTip(tr("Keep the newest events (or the replay position) in view (End)"));
     auto *png = new QPushButton(tr("PNG..."), panel);
     png->setToolTip(tr("Save the visible timeline as an image (Ctrl+Shift+P)"));
-    m_timelineDetails = new QLabel(tr("Click a packet, a collective or a compute span for its details."), panel);
+    m_timelineDetails = new QLabel(timelineHint(), panel);
     m_timelineDetails->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_timelineDetails->setWordWrap(true);
-    auto *legend = new QLabel(tr("rows: compute · collectives · packets sent (arrows to the receiver; "
-                                 "numbered blocks hold what is too close to tell apart)"),
-                              panel);
-    legend->setForegroundRole(QPalette::PlaceholderText);
-    // Never the reason the window is wider than a projector's 1024 px.
-    legend->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
-    legend->setMinimumWidth(0);
     auto *row = new QHBoxLayout;
     row->addWidget(m_jumpStep);
     row->addWidget(jump);
     row->addWidget(fit);
     row->addWidget(follow);
     row->addWidget(png);
-    row->addWidget(legend, 1);
+    row->addStretch(1);
     // In a replay, the selected item's moment can become the replay's.
     m_seekHere = new QPushButton(tr("Replay from here"), panel);
     m_seekHere->setToolTip(tr("Move the replay to where the selected item starts"));
@@ -776,12 +741,13 @@ void MainWindow::queueStep(const widgets::StepPoint &point)
 
 void MainWindow::clearRunViews()
 {
+    m_lanes = NodeLanes(); // the timeline's names go with it
     m_seekHere->hide();
     m_pendingSteps.clear();
     m_charts->clear();
     m_inspector->clear();
     m_timeline->clear();
-    m_timelineDetails->setText(tr("Click a packet, a collective or a compute span for its details."));
+    m_timelineDetails->setText(timelineHint());
 }
 
 void MainWindow::addTimelineEvents(const QVector<widgets::TimelineFrameSide> &frames,
@@ -791,11 +757,13 @@ void MainWindow::addTimelineEvents(const QVector<widgets::TimelineFrameSide> &fr
     if (m_replaying)
         return; // a session is open; the live run's picture would mix into it
     widgets::TimelineData &data = m_timeline->data();
-    for (const auto &f : frames)
+    auto byNode = std::make_tuple(frames, spans, memory); // ranks -> the nodes' lanes
+    m_lanes.toLanes(std::get<0>(byNode), std::get<1>(byNode), std::get<2>(byNode));
+    for (const auto &f : std::get<0>(byNode))
         data.addFrame(f);
-    for (const auto &sp : spans)
+    for (const auto &sp : std::get<1>(byNode))
         data.addSpan(sp);
-    for (const auto &m : memory)
+    for (const auto &m : std::get<2>(byNode))
         data.addMemory(m);
     if (!frames.isEmpty() || !spans.isEmpty() || !memory.isEmpty())
         m_timeline->dataChanged();
@@ -932,6 +900,8 @@ bool MainWindow::openSession(const QString &path, QString *error, bool quiet)
     m_timeline->setFollowing(true);
     showReplayPosition(m_replayController->positionNs());
     m_replayBar->show();
+    // The run settings say what was recorded (disabled), not the next live run.
+    m_runControls->showRecording(m_replayController->recordedSettings());
     m_exportTrace->setEnabled(true);
     setWindowTitle(tr("smolcluster: replay of %1").arg(QFileInfo(path).fileName()));
     statusBar()->showMessage(tr("Replaying %1. Space plays, [ and ] move by collective, Ctrl+W closes.")
@@ -947,6 +917,7 @@ void MainWindow::closeReplay()
     m_replayController->close();
     m_replaying = false;
     m_replayBar->hide();
+    m_runControls->showRecording(std::nullopt);
     clearRunViews();
     m_log->clear();
     m_timeline->setLive(true);
@@ -956,38 +927,6 @@ void MainWindow::closeReplay()
         showState(m_liveState);
     statusBar()->showMessage(tr("Replay closed: the live cluster again."), 5000);
     updateRunActions();
-}
-
-bool MainWindow::exportTimelinePng(const QString &path, QString *error)
-{
-    const QImage image = m_timeline->renderImage();
-    if (image.isNull() || !image.save(path, "PNG")) {
-        if (error)
-            *error = tr("could not write %1").arg(path);
-        return false;
-    }
-    return true;
-}
-
-bool MainWindow::exportChromeTrace(const QString &path, QString *error)
-{
-    try {
-        if (m_replaying && m_replayController->reader()) {
-            engine::exportChromeTrace(*m_replayController->reader(), path);
-        } else if (!m_lastRecording.isEmpty()) {
-            const engine::SessionReader reader(m_lastRecording);
-            engine::exportChromeTrace(reader, path);
-        } else {
-            if (error)
-                *error = tr("nothing to export: open a session, or record a run (Ctrl+R) first");
-            return false;
-        }
-    } catch (const std::exception &e) {
-        if (error)
-            *error = QString::fromUtf8(e.what());
-        return false;
-    }
-    return true;
 }
 
 void MainWindow::chooseSession()
@@ -1029,89 +968,7 @@ void MainWindow::chooseChromeTrace()
 
 void MainWindow::showRemoteNodes()
 {
-    QDialog dialog(this);
-    dialog.setWindowTitle(tr("Remote nodes"));
-    auto *layout = new QVBoxLayout(&dialog);
-    layout->addWidget(new QLabel(tr("On another machine with smolcluster installed, run:"), &dialog));
-    auto *command = new QLineEdit(m_engine->joinCommand(), &dialog);
-    command->setReadOnly(true);
-    command->setMinimumWidth(640);
-    layout->addWidget(command);
-
-    // The port, token and address of the next start, remembered: the same
-    // join command every time the window starts (a flag still wins).
-    const ListenSettings current{m_engine->port(), m_engine->token(), m_engine->advertise()};
-    ListenSettings next = rememberedListenSettings();
-    if (next == ListenSettings())
-        next = current; // nothing remembered yet: "Remember" keeps today's command
-    auto *form = new QFormLayout;
-    auto *port = new QSpinBox(&dialog);
-    port->setObjectName(QStringLiteral("remotePort"));
-    port->setRange(0, 65535);
-    port->setSpecialValueText(tr("any free port"));
-    port->setValue(next.port);
-    auto *token = new QLineEdit(next.token, &dialog);
-    token->setObjectName(QStringLiteral("remoteToken"));
-    token->setPlaceholderText(tr("a new random one at every start"));
-    auto *advertise = new QLineEdit(next.advertise, &dialog);
-    advertise->setObjectName(QStringLiteral("remoteAdvertise"));
-    advertise->setPlaceholderText(tr("worked out per peer"));
-    advertise->setToolTip(tr("The address other machines reach this one at (several networks, NAT): "
-                             "the local nodes' data-plane address and the host in the join command"));
-    form->addRow(tr("Port"), port);
-    form->addRow(tr("Token"), token);
-    form->addRow(tr("Advertise address"), advertise);
-    layout->addLayout(form);
-    auto *note = new QLabel(&dialog);
-    note->setObjectName(QStringLiteral("remoteNote"));
-    note->setWordWrap(true);
-    const QString listening = tr("The coordinator is already listening on port %1, so these apply at the next "
-                                 "start of the window (--listen, --token and --advertise still win over them).")
-                                  .arg(current.port);
-    note->setText(listening);
-    layout->addWidget(note);
-    auto *remember = new QPushButton(tr("Remember"), &dialog);
-    remember->setToolTip(tr("Use this port, token and address at every start of the window"));
-    connect(remember, &QPushButton::clicked, &dialog, [=] {
-        const ListenSettings wanted{quint16(port->value()), token->text().trimmed(), advertise->text().trimmed()};
-        if (const QString why = checkListenSettings(wanted); !why.isEmpty()) {
-            note->setText(tr("Not remembered: %1.").arg(why));
-            return;
-        }
-        rememberListenSettings(wanted);
-        note->setText(wanted == current
-                          ? tr("Remembered: the window keeps this join command from one start to the next.")
-                          : tr("Remembered for the next start (port %1, %2). %3")
-                                .arg(wanted.port ? QString::number(wanted.port) : tr("any free port"),
-                                     wanted.token.isEmpty() ? tr("a random token") : tr("token %1").arg(wanted.token),
-                                     listening));
-    });
-
-    auto *nodes = new QLabel(&dialog);
-    nodes->setAlignment(Qt::AlignTop | Qt::AlignLeft);
-    auto refresh = [this, nodes] {
-        QStringList lines;
-        if (m_state)
-            for (const widgets::NodeState &n : m_state->nodes)
-                lines << tr("node %1 '%2' from %3: %4%5")
-                             .arg(n.id)
-                             .arg(n.name, n.host, widgets::runStateName(n.state),
-                                  n.reason.isEmpty() ? QString() : QStringLiteral(" (%1)").arg(n.reason));
-        nodes->setText(lines.join('\n'));
-    };
-    refresh();
-    connect(m_engine, &EngineController::stateChanged, &dialog, refresh);
-    // Many nodes: the list scrolls rather than grow the dialog off the screen.
-    auto *scroll = new QScrollArea(&dialog);
-    scroll->setWidget(nodes);
-    scroll->setWidgetResizable(true);
-    scroll->setMinimumHeight(120);
-    layout->addWidget(scroll, 1);
-    auto *buttons = new QDialogButtonBox(QDialogButtonBox::Close, &dialog);
-    buttons->addButton(remember, QDialogButtonBox::ActionRole);
-    connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
-    layout->addWidget(buttons);
-    dialog.exec();
+    showRemoteNodesDialog(this, m_engine, m_state);
 }
 
 } // namespace smol::app

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "engine_controller.h"
+#include "node_lanes.h"
 
 #include <QMainWindow>
 
@@ -49,6 +50,7 @@ struct TimelineHit;
 namespace smol::app {
 
 class ReplayController;
+class RunControls;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -71,6 +73,11 @@ public:
     // Exports (File menu); false with a one-line reason.
     bool exportTimelinePng(const QString &path, QString *error = nullptr);
     bool exportChromeTrace(const QString &path, QString *error = nullptr);
+
+Q_SIGNALS:
+    // Start refused before the run began (the settings cannot run, or the
+    // pending breakpoint is malformed): the one-line reason the status bar shows.
+    void runRefused(const QString &reason);
 
 public Q_SLOTS:
     void startRun();
@@ -106,6 +113,7 @@ private:
     QVector<widgets::StepPoint> m_pendingSteps; // for the charts, plotted together (queueStep)
     qint64 m_lastNowNs = 0;               // the engine's clock at its newest snapshot
     int m_selected = -1;
+    NodeLanes m_lanes; // the live timeline's lanes: nodes, whatever their rank
     bool m_projector = false;
 
     widgets::ClusterView *m_cluster = nullptr;
@@ -117,6 +125,7 @@ private:
     widgets::ChartsPanel *m_charts = nullptr;
     QTabWidget *m_tabs = nullptr;
     int m_inspectorTab = -1;
+    int m_placementTab = -1; // shown for a pipeline only
     QSplitter *m_split = nullptr;
     QPlainTextEdit *m_log = nullptr;
     QLabel *m_details = nullptr;
@@ -125,16 +134,7 @@ private:
     QDoubleSpinBox *m_nodeLatency = nullptr;
     std::map<int, std::pair<double, double>> m_links; // node id -> what the user set (Mbit/s, ms)
 
-    QComboBox *m_strategy = nullptr;
-    QComboBox *m_model = nullptr;
-    QSpinBox *m_nodes = nullptr;
-    QSpinBox *m_batch = nullptr;
-    QSpinBox *m_steps = nullptr;
-    QSpinBox *m_seed = nullptr;
-    QDoubleSpinBox *m_lr = nullptr;
-    QComboBox *m_optimizer = nullptr;
-    QSlider *m_slowMotion = nullptr;
-    QLineEdit *m_breakpoint = nullptr;
+    RunControls *m_runControls = nullptr;
     QString m_placementSpec;
     QString m_recordPath;
 

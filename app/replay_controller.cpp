@@ -565,6 +565,33 @@ QString ReplayController::describe() const
         .arg(i.complete ? tr("complete") : tr("interrupted"));
 }
 
+std::optional<RunSettings> ReplayController::recordedSettings() const
+{
+    if (!d->reader)
+        return std::nullopt;
+    const QJsonDocument config = QJsonDocument::fromJson(d->reader->header().configJson);
+    if (!config.isObject())
+        return std::nullopt;
+    try {
+        const engine::TrainConfig c = engine::configFromJson(config.object());
+        RunSettings s;
+        s.strategy = QString::fromStdString(c.strategy);
+        s.model = QString::fromStdString(c.model.kind);
+        s.nodes = c.nodes;
+        s.steps = c.steps;
+        s.globalBatch = c.globalBatch;
+        s.seed = c.seed;
+        s.optimizer = c.optimizer.kind == engine::OptimizerConfig::Kind::Adam ? QStringLiteral("adam") : QStringLiteral("sgd");
+        s.lr = c.optimizer.lr;
+        s.placement = QString::fromStdString(c.placement);
+        s.microBatches = c.microBatches;
+        s.schedule = c.schedule == engine::PipelineSchedule::GPipe ? QStringLiteral("gpipe") : QStringLiteral("1f1b");
+        return s;
+    } catch (const std::exception &) {
+        return std::nullopt;
+    }
+}
+
 PauseView ReplayController::pauseAt(qint64 step, int collectiveKind, quint64 seq) const
 {
     if (!d->reader)

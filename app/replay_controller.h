@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 
 namespace smol::engine {
 class SessionReader;
@@ -56,6 +57,11 @@ public:
     bool isPlaying() const;
     // One line: strategy, model, nodes, steps recorded, duration, complete or interrupted.
     QString describe() const;
+    // The recording's configuration as run settings (strategy, nodes, model,
+    // batch, steps, optimizer, lr, seed, pipeline's micro-batches and
+    // schedule), for the window's disabled run settings; nullopt when closed
+    // or the file's config cannot be read by this build.
+    std::optional<RunSettings> recordedSettings() const;
     // The tensors a recorded pause took at collective (step, kind, seq); an
     // empty PauseView (id 0) when no pause recorded that collective.
     PauseView pauseAt(qint64 step, int collectiveKind, quint64 seq) const;

@@ -203,6 +203,10 @@ int main(int argc, char **argv)
             std::fprintf(stderr, "smolcluster: the run failed: %s\n", qPrintable(reason));
             grab(false);
         });
+        QObject::connect(&window, &smol::app::MainWindow::runRefused, &window, [grab](const QString &reason) {
+            std::fprintf(stderr, "smolcluster: %s\n", qPrintable(reason));
+            grab(false);
+        });
         // Start once every local node has joined (they connect in the background).
         auto *poll = new QTimer(&window);
         QObject::connect(poll, &QTimer::timeout, &window, [&engine, &window, poll, options] {

@@ -237,12 +237,22 @@ void ChartsPanel::plotBytesGroups(const QVector<StepPoint> &points)
     plot(m_bytes, m_bytesGroups[2], least);
 }
 
+void ChartsPanel::setRankNames(const QStringList &names)
+{
+    if (names == m_rankNames)
+        return;
+    m_rankNames = names;
+    for (std::size_t r = 0; r < m_bytesPerRank.size(); ++r)
+        m_bytesPerRank[r]->setName(int(r) < names.size() && !names[int(r)].isEmpty() ? names[int(r)]
+                                                                                      : tr("rank %1").arg(r));
+}
+
 QLineSeries *ChartsPanel::ensureBytesSeries(int rank)
 {
     while (m_bytesPerRank.size() <= std::size_t(rank)) {
         const int r = int(m_bytesPerRank.size());
         auto *series = new QLineSeries(this);
-        series->setName(tr("node %1").arg(r));
+        series->setName(r < m_rankNames.size() && !m_rankNames[r].isEmpty() ? m_rankNames[r] : tr("rank %1").arg(r));
         addSeries(m_bytes, series, rankColor(r));
         m_bytesPerRank.push_back(series);
         applyStyle(); // a new line gets this mode's pen

@@ -59,6 +59,9 @@ public:
 
     // Larger type and thicker lines for a classroom projector.
     void setProjectorMode(bool on);
+    // The legend's name of each rank's bytes line (displayName(): the
+    // cluster view's name for that node); "rank N" without one.
+    void setRankNames(const QStringList &names);
     bool projectorMode() const { return m_projector; }
 
     MetricsModel *metricsModel() const { return m_model; }
@@ -114,6 +117,7 @@ private:
     QLineSeries *m_testLoss = nullptr;
     QLineSeries *m_samples = nullptr;
     std::vector<QLineSeries *> m_bytesPerRank;
+    QStringList m_rankNames;
     std::vector<QLineSeries *> m_bytesGroups; // max, mean, min
     bool m_bytesGrouped = false;
     bool m_projector = false;

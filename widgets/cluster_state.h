@@ -48,6 +48,29 @@ struct NodeState {
     QString reason;  // Failed: why its last epoch failed; Lost: why it was lost
 };
 
+// The one name a node goes by on screen, in every view (cluster, charts,
+// timeline lanes, inspector, memory table, logs): its rank first, so that
+// "node zero" on a projector is the box the class looks at. A local node
+// whose name already ends in its rank ("local-2", "node 2" at rank 2) keeps it;
+// any other ("pi-1" at rank 0, or "local-3" after a re-form made it rank
+// 2) reads "0 · pi-1". Not in the run: the name alone.
+inline QString displayName(int rank, const QString &name, int id = -1)
+{
+    const QString n = !name.isEmpty() ? name : id >= 0 ? QStringLiteral("node %1").arg(id) : QString();
+    if (rank < 0)
+        return n;
+    if (n.isEmpty())
+        return QStringLiteral("%1").arg(rank);
+    const QString number = QString::number(rank);
+    if (n.endsWith(number) && n.size() > number.size()) { // "local-2", "node 2", "pi_2": already says it
+        const QChar before = n.at(n.size() - number.size() - 1);
+        if (before == QLatin1Char('-') || before == QLatin1Char(' ') || before == QLatin1Char('_'))
+            return n;
+    }
+    return QStringLiteral("%1 · %2").arg(rank).arg(n);
+}
+inline QString displayName(const NodeState &node) { return displayName(node.rank, node.name, node.id); }
+
 // Traffic on a directed link over the last second, from trace events.
 struct LinkState {
     int src = -1; // ranks

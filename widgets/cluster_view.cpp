@@ -109,16 +109,32 @@ QString stateCounts(const ClusterState &state)
            parts.join(QStringLiteral(", "));
 }
 
-QString headerTitle(const ClusterState &state)
+// One step number everywhere: the step the cluster is in, counted from 0
+// (the engine's step index, as breakpoints, the inspector, the timeline and
+// the replay bar show it). The state carries the newest completed step.
+QString headerTitle(const ClusterState &state, const QString &nextStrategy)
 {
+    bool active = false;
+    for (const NodeState &n : state.nodes)
+        active = active || n.state == NodeRunState::Running || n.state == NodeRunState::Paused ||
+                 n.state == NodeRunState::Slow;
+    QString strategy = state.strategy;
     QString step;
-    if (state.step < 0)
+    const std::int64_t current = state.step + 1;
+    if (state.step < 0 && !active) {
         step = ClusterView::tr("not started");
-    else if (state.steps > 0)
-        step = ClusterView::tr("step %1 / %2").arg(state.step).arg(state.steps);
-    else
-        step = ClusterView::tr("step %1").arg(state.step);
-    return state.strategy.isEmpty() ? step : state.strategy + QStringLiteral(" · ") + step;
+        if (!nextStrategy.isEmpty())
+            strategy = nextStrategy;
+    } else if (!active && state.steps > 0 && current >= state.steps) {
+        step = ClusterView::tr("done, %1 steps").arg(state.steps);
+    } else if (!active) {
+        step = ClusterView::tr("ended after step %1").arg(state.step);
+    } else if (state.steps > 0) {
+        step = ClusterView::tr("step %1 / %2").arg(current).arg(state.steps);
+    } else {
+        step = ClusterView::tr("step %1").arg(current);
+    }
+    return strategy.isEmpty() ? step : strategy + QStringLiteral(" · ") + step;
 }
 
 // The legend: five categories and the peak tick.
@@ -410,8 +426,9 @@ const ClusterView::Layout &ClusterView::layout() const
             if (key.topology == Topology::Chain)
                 out.rowOfRank.insert(inRun[i]->rank, i / cols);
         }
-        if (strict && (!fitsApart(placed, area, gap) || !fitsApart(others, content, QSizeF(tight, tight))))
-            return std::nullopt;
+        if (strict && (!fitsApart(placed, area, gap) || !fitsApart(others, content, QSizeF(tight, tight)) ||
+                       (!out.outOfRunCaption.isEmpty() && out.outOfRunCaption.top() < content.top())))
+            return std::nullopt; // (the caption above the content would be drawn over the legend)
         return out;
     };
     // The largest scale that fits, on a geometric grid (layouts are not
@@ -576,7 +593,7 @@ void ClusterView::paintEvent(QPaintEvent *)
     }
     const Layout &l = layout();
     paintHeader(p, l, pal);
-    if (!l.outOfRunCaption.isEmpty()) {
+    if (!l.outOfRunCaption.isEmpty() && !l.idOfRank.isEmpty()) { // (between runs no node is in one: no caption)
         p.setPen(pal.mutedText);
         p.setFont(pixelFont(font(), l.fontPx * 0.9, true));
         p.drawText(l.outOfRunCaption, Qt::AlignLeft | Qt::AlignVCenter, tr("Not in this run"));
@@ -615,6 +632,19 @@ double ClusterView::memoryScale() const
     return scale;
 }
 
+void ClusterView::setNextRun(const QString &strategy)
+{
+    if (strategy == m_nextStrategy)
+        return;
+    m_nextStrategy = strategy;
+    update();
+}
+
+QString ClusterView::headerText() const
+{
+    return m_state ? headerTitle(*m_state, m_nextStrategy) : QString();
+}
+
 QStringList ClusterView::nodeText(int id) const
 {
     const NodeState *node = m_state ? findNode(*m_state, id) : nullptr;
@@ -642,7 +672,7 @@ void ClusterView::paintHeader(QPainter &p, const Layout &l, const Palette &pal) 
     p.setFont(bold);
     p.setPen(pal.text);
     const QRectF title(l.header.left(), l.header.top(), l.header.width(), h);
-    QString heading = headerTitle(*m_state);
+    QString heading = headerTitle(*m_state, m_nextStrategy);
     if (l.compact) // the boxes are too small for their badges' words: count them here
         heading += QStringLiteral(" · ") + stateCounts(*m_state);
     p.drawText(title, Qt::AlignLeft | Qt::AlignVCenter,
@@ -650,8 +680,9 @@ void ClusterView::paintHeader(QPainter &p, const Layout &l, const Palette &pal) 
 
     // The legend on the second line, in a smaller font if the line is short.
     QFont plain = pixelFont(font(), headerPx * 0.9);
-    if (const double natural = legendWidth(QFontMetricsF(plain)); natural > l.header.width())
-        plain = pixelFont(font(), headerPx * 0.9 * l.header.width() / natural);
+    // (Text does not scale linearly with its pixel size: shrink until it fits.)
+    for (double px = headerPx * 0.9; legendWidth(QFontMetricsF(plain)) > l.header.width() && px > 6; px *= 0.95)
+        plain = pixelFont(font(), px * 0.95);
     const QFontMetricsF fm(plain);
     const QRectF line = title.translated(0, 1.15 * h);
     const QStringList labels = legendLabels();
@@ -677,8 +708,7 @@ void ClusterView::paintHeader(QPainter &p, const Layout &l, const Palette &pal) 
     // Compact mode: the first failure, with its reason, on a line of its own.
     if (const NodeState *failed = l.compact && l.alert ? firstAlert(*m_state) : nullptr) {
         const QRectF alertLine = title.translated(0, 2.25 * h);
-        const QString who = failed->rank >= 0 ? tr("rank %1 (%2)").arg(failed->rank).arg(failed->name)
-                                              : tr("node %1 (%2)").arg(failed->id).arg(failed->name);
+        const QString who = displayName(*failed);
         const QString text = tr("%1 %2: %3").arg(who, runStateName(failed->state), failed->reason);
         const QFont alertFont = pixelFont(font(), headerPx * 0.9, true);
         p.setFont(alertFont);
@@ -896,7 +926,7 @@ void ClusterView::paintNode(QPainter &p, const Layout &l, const Palette &pal, co
     if (node.state == NodeRunState::Slow && node.slowdown > 1)
         badge += QStringLiteral(" ×%1").arg(node.slowdown, 0, 'g', 3);
     const QSizeF badgeSize(bfm.horizontalAdvance(badge) + 0.8 * f, std::min(titleH, bfm.height() + 0.2 * f));
-    const QString name = node.name.isEmpty() ? tr("node %1").arg(node.id) : node.name;
+    const QString name = displayName(node);
     const bool badgeBesideName =
         tfm.horizontalAdvance(name) + spacing * 2 + badgeSize.width() <= inner.width();
 
@@ -983,10 +1013,9 @@ void ClusterView::paintNode(QPainter &p, const Layout &l, const Palette &pal, co
         const QString live = formatBytes(node.memory.live), peak = formatBytes(node.memory.peak);
         QString text = tr("%1 live, peak %2").arg(live, peak);
         if (sfm.horizontalAdvance(text) > inner.width())
-            text = tr("%1, peak %2")
-                       .arg(live, live.section(QLatin1Char(' '), 1) == peak.section(QLatin1Char(' '), 1)
-                                      ? peak.section(QLatin1Char(' '), 0, 0) // "2.7 MiB, peak 3.2"
-                                      : peak);
+            text = tr("%1 · peak %2").arg(live, peak); // every figure with its unit
+        if (sfm.horizontalAdvance(text) > inner.width())
+            text = tr("peak %1").arg(peak);
         if (sfm.horizontalAdvance(text) > inner.width())
             text = tr("%1 live").arg(live);
         textRow(text, pal.text);

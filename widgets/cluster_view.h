@@ -68,6 +68,13 @@ public:
     // where it is), in drawing order; empty when the node is not shown.
     QStringList nodeText(int id) const;
     bool isCompact() const { return layout().compact; }
+    // The strategy of the next run (the window's settings): the header names
+    // it until a run has begun ("pipeline · not started"), not the last one.
+    void setNextRun(const QString &strategy);
+    // The header's first line as drawn: "ddp · step 6 / 400" is the step the
+    // cluster is in, counted from 0 as the inspector, the timeline, the
+    // replay bar and breakpoints count (the newest completed step is 5).
+    QString headerText() const;
 
     QSize sizeHint() const override { return {800, 500}; }
     QSize minimumSizeHint() const override { return {320, 240}; }
@@ -118,6 +125,7 @@ private:
 
     ClusterStatePtr m_state;
     bool m_projector = false;
+    QString m_nextStrategy;
     int m_selected = -1;
     mutable Layout m_layout;
 };

@@ -36,7 +36,7 @@ std::optional<std::int64_t> bytesIn(const NodeState &node, int column)
 
 QString nodeName(const NodeState &node)
 {
-    return node.name.isEmpty() ? MemoryModel::tr("node %1").arg(node.id) : node.name;
+    return displayName(node);
 }
 
 } // namespace

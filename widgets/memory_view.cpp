@@ -280,7 +280,7 @@ void MemoryView::paintEvent(QPaintEvent *)
 
         // Under the slot: the node's name, then its rank and any state worth a word.
         const QRectF nameRect(plot.left() + slot * g.slot, plot.bottom() + 0.25 * h, g.slot, h);
-        const QString name = node.name.isEmpty() ? tr("node %1").arg(node.id) : node.name;
+        const QString name = displayName(node);
         QFont nameFont = bold;
         if (bfm.horizontalAdvance(name) > g.slot * 0.98) // many nodes: a smaller font before eliding
             nameFont = pixelFont(

@@ -103,7 +103,7 @@ QString formatRate(double bytesPerSecond)
 QString nodeSummary(const NodeState &node)
 {
     QStringList lines;
-    lines << QStringLiteral("%1 (id %2)").arg(node.name).arg(node.id);
+    lines << QStringLiteral("%1 (id %2)").arg(displayName(node)).arg(node.id);
     QStringList where;
     where << (node.rank >= 0 ? tr("rank %1").arg(node.rank) : tr("not in this run"));
     if (!node.role.isEmpty())

@@ -1,5 +1,7 @@
 #include "tensor_inspector.h"
 
+#include "flow_layout.h"
+
 #include <QDoubleSpinBox>
 #include <QFile>
 #include <QHBoxLayout>
@@ -28,6 +30,21 @@ void InspectorModel::setPause(const PauseView &pause)
     endResetModel();
 }
 
+void InspectorModel::setRankNames(const QStringList &names)
+{
+    if (names == m_rankNames)
+        return;
+    m_rankNames = names;
+    if (!m_rows.isEmpty())
+        Q_EMIT dataChanged(index(0, Rank), index(int(m_rows.size()) - 1, Rank));
+}
+
+QString InspectorModel::rankName(int rank) const
+{
+    return rank >= 0 && rank < m_rankNames.size() && !m_rankNames[rank].isEmpty() ? m_rankNames[rank]
+                                                                                   : QStringLiteral("rank %1").arg(rank);
+}
+
 const PausedTensor *InspectorModel::tensorAt(int row) const
 {
     return row >= 0 && row < m_rows.size() ? &m_rows[row] : nullptr;
@@ -45,7 +62,8 @@ QVariant InspectorModel::data(const QModelIndex &index, int role) const
     auto num = [&](double v) -> QVariant { return raw ? QVariant(v) : QVariant(QString::number(v, 'g', 5)); };
     switch (index.column()) {
     case Rank:
-        return t.rank;
+        return raw || t.rank < 0 || t.rank >= m_rankNames.size() || m_rankNames[t.rank].isEmpty() ? QVariant(t.rank)
+                                                                                                    : QVariant(m_rankNames[t.rank]);
     case Side:
         return t.before ? QStringLiteral("input") : QStringLiteral("result");
     case Name:
@@ -78,7 +96,7 @@ QVariant InspectorModel::headerData(int section, Qt::Orientation orientation, in
 
 // ---- plot -------------------------------------------------------------------
 
-TensorPlot::TensorPlot(QWidget *parent) : QWidget(parent) { setMinimumSize(240, 160); }
+TensorPlot::TensorPlot(QWidget *parent) : QWidget(parent) { setMinimumSize(160, 60); }
 
 void TensorPlot::setTensor(const PausedTensor *tensor)
 {
@@ -175,21 +193,32 @@ TensorInspector::TensorInspector(QWidget *parent)
     m_table->setSelectionMode(QAbstractItemView::SingleSelection);
     m_table->horizontalHeader()->setStretchLastSection(true);
     m_table->verticalHeader()->hide();
+    // The figures first, the long collective name last (it takes what is left, elided).
+    m_table->horizontalHeader()->moveSection(InspectorModel::Name, InspectorModel::NUM_COLUMNS - 1);
+    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_table->horizontalHeader()->setSectionResizeMode(InspectorModel::Name, QHeaderView::Stretch);
+    m_table->setTextElideMode(Qt::ElideRight);
+    m_title->setWordWrap(true);
+    // Header and three rows at least; the rest scrolls inside the table (a
+    // short side panel keeps the edit buttons on screen).
+    m_table->setMinimumHeight(m_table->fontMetrics().height() * 3);
     m_factor->setRange(-1000, 1000);
     m_factor->setValue(10);
     m_factor->setPrefix(QStringLiteral("x "));
-    auto *edits = new QHBoxLayout;
-    edits->addWidget(new QLabel(tr("Edit the selected node's input before resuming:"), this));
+    // The edit row wraps (the side panel may be a third of a projector's width).
+    auto *edits = new FlowLayout;
+    auto *editsLabel = new QLabel(tr("Edit the selected node's input before resuming:"), this);
+    editsLabel->setWordWrap(true);
+    edits->addWidget(editsLabel);
     edits->addWidget(m_factor);
     edits->addWidget(m_scale);
     edits->addWidget(m_zero);
     edits->addWidget(m_nan);
-    edits->addStretch();
     auto *layout = new QVBoxLayout(this);
     layout->addWidget(m_title);
     layout->addWidget(m_table, 2);
+    layout->addLayout(edits); // above the plot: on a short screen the plot gives way, not the buttons
     layout->addWidget(m_plot, 3);
-    layout->addLayout(edits);
     connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
             [this](const QModelIndex &current) { selectRow(current.row()); });
     auto request = [this](const QString &op) {
@@ -205,6 +234,7 @@ TensorInspector::TensorInspector(QWidget *parent)
 void TensorInspector::setPause(const PauseView &pause)
 {
     m_model->setPause(pause);
+    fitColumns();
     const PausedTensor *first = m_model->tensorAt(0);
     m_title->setText(first ? tr("Paused (%1) at %2 '%3', step %4: %5 node(s)%6")
                                  .arg(pause.reason, first->collective, first->name)
@@ -223,7 +253,40 @@ void TensorInspector::clear()
     selectRow(-1);
 }
 
-void TensorInspector::setProjectorMode(bool on) { m_plot->setProjectorMode(on); }
+void TensorInspector::setProjectorMode(bool on)
+{
+    m_plot->setProjectorMode(on);
+    fitColumns();
+}
+
+void TensorInspector::resizeEvent(QResizeEvent *event)
+{
+    QWidget::resizeEvent(event);
+    fitColumns();
+}
+
+void TensorInspector::fitColumns()
+{
+    // The figures a class compares (min, max, mean, NaN) stay; the title has
+    // the collective's name, the tooltip-free rest goes first.
+    const int kDropOrder[] = {InspectorModel::Name, InspectorModel::L2, InspectorModel::Std, InspectorModel::Count,
+                              InspectorModel::Side};
+    QHeaderView *header = m_table->horizontalHeader();
+    for (int c = 0; c < InspectorModel::NUM_COLUMNS; ++c)
+        m_table->setColumnHidden(c, false);
+    const auto need = [&] {
+        int w = 0;
+        for (int c = 0; c < InspectorModel::NUM_COLUMNS; ++c)
+            if (!m_table->isColumnHidden(c))
+                w += c == InspectorModel::Name ? 8 * header->fontMetrics().averageCharWidth() // it stretches, elided
+                                               : std::max(header->sectionSizeHint(c), header->sectionSize(c));
+        return w;
+    };
+    const int room = m_table->viewport()->width() > 0 ? m_table->width() - 2 * m_table->frameWidth() : width();
+    for (int c : kDropOrder)
+        if (need() > room)
+            m_table->setColumnHidden(c, true);
+}
 
 void TensorInspector::selectRow(int row)
 {

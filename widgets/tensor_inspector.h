@@ -52,6 +52,10 @@ public:
     static constexpr int SortRole = Qt::UserRole;
     explicit InspectorModel(QObject *parent = nullptr);
     void setPause(const PauseView &pause); // inputs, then results
+    // What the Rank column says for each rank (displayName(): "local-0",
+    // "0 · pi-1"); without a name, the rank's number.
+    void setRankNames(const QStringList &names);
+    QString rankName(int rank) const;
     const PausedTensor *tensorAt(int row) const;
     int rowCount(const QModelIndex &parent = {}) const override;
     int columnCount(const QModelIndex &parent = {}) const override;
@@ -60,6 +64,7 @@ public:
 
 private:
     QVector<PausedTensor> m_rows;
+    QStringList m_rankNames;
 };
 
 // The histogram (always) and, for a 2-D tensor with values, a heatmap.
@@ -85,6 +90,7 @@ class TensorInspector : public QWidget {
 public:
     explicit TensorInspector(QWidget *parent = nullptr);
     void setPause(const PauseView &pause);
+    void setRankNames(const QStringList &names) { m_model->setRankNames(names); }
     void clear();
     void setProjectorMode(bool on);
     InspectorModel *model() const { return m_model; }
@@ -96,7 +102,11 @@ Q_SIGNALS:
     // op: "scale", "zero" or "nan".
     void editRequested(int rank, const QString &op, double factor);
 
+protected:
+    void resizeEvent(QResizeEvent *event) override;
+
 private:
+    void fitColumns(); // hide the least needed columns rather than scroll sideways
     void selectRow(int row);
     const PausedTensor *selected() const;
 

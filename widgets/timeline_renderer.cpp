@@ -236,7 +236,7 @@ TimelineFrameStats TimelineRenderer::paint(QPainter &p, const TimelineData &data
         QRectF label(m_rect.left() + 6, r.center().y() - h / 2, m_timeLeft - m_rect.left() - 14, h);
         if (memoryShown()) // by its spans, above the memory strip's scale
             label = QRectF(label.left(), r.top(), label.width(), 0.5 * r.height());
-        const QString name = every > 1 ? QStringLiteral("r%1 %2").arg(lane).arg(data.laneName(lane)) : data.laneName(lane);
+        const QString name = data.laneName(lane); // a node's displayName(): its rank first
         p.drawText(label, Qt::AlignLeft | Qt::AlignVCenter, fm.elidedText(name, Qt::ElideRight, label.width()));
         if (every > 1)
             p.drawLine(QPointF(m_timeLeft - 7, r.center().y()), QPointF(m_timeLeft - 2, r.center().y()));
