@@ -5,6 +5,7 @@
 #include "engine/allreduce_bench.h"
 #include "engine/cluster/cluster_commands.h"
 #include "engine/session/session_commands.h"
+#include "engine/session/session_compare.h"
 #include "engine/session_bench.h"
 #include "engine/train_bench.h"
 #include "engine/train_command.h"
@@ -33,6 +34,8 @@ Commands:
   info FILE         what a recorded session holds (`--json` for one object)
   export FILE       a session as Chrome trace JSON (Perfetto) or its
                     metrics as CSV; see `smolctl export --help`
+  compare A B       two recorded sessions side by side: config differences,
+                    then each figure in A, B and B/A (`--json`)
   lesson            list the shipped lessons, check one's file, or run it
                     without a window and check every revealed value
                     (`smolctl lesson --help`)
@@ -169,6 +172,8 @@ int main(int argc, char **argv)
         return smol::engine::runInfoCommand(args.mid(1), out, err);
     if (command == QLatin1String("export"))
         return smol::engine::runExportCommand(args.mid(1), out, err);
+    if (command == QLatin1String("compare"))
+        return smol::engine::runCompareCommand(args.mid(1), out, err);
     if (command == QLatin1String("lesson"))
         return smol::app::runLessonCommand(args.mid(1), out, err);
     return fail(err, QStringLiteral("unknown command '%1' (try `smolctl --help`)").arg(command));

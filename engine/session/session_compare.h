@@ -1,0 +1,115 @@
+// Two recorded runs side by side (`smolctl compare A B`): what differs in
+// their configurations, then one figure per row with A's value, B's and B/A.
+//
+// Every figure is measured from the events a session file holds, never from
+// a summary a trainer printed (docs/session-format.md §9 says exactly what
+// each one counts):
+//
+//   run      steps, step time (median, p95), samples/s, final loss, test
+//            accuracy, pipeline bubble
+//   per node bytes sent per step (send frames inside the node's step spans)
+//            and in all, idle share (not computing between its first step's
+//            start and its last step's end), memory by category (the
+//            largest over its samples) and params+grads+optimizer held at
+//            step end
+//   A vs B   the largest loss difference over the steps both recorded
+//
+// What one run has and the other lacks (a node 3 in A only, the bubble of
+// a pipeline run) stays a row, with no value (nullopt) on the side that
+// lacks it. measureRun() is a pure function of a header and its events;
+// the reader overload loads them. The command: session_compare_command.cpp.
+#pragma once
+
+#include "session_events.h"
+
+#include <QJsonValue>
+#include <QStringList>
+#include <QTextStream>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace smol::engine {
+
+class SessionReader;
+
+// One node's figures in one run; nullopt: the run has nothing to measure it by.
+struct NodeFigures {
+    std::optional<double> bytesSentPerStep;
+    std::optional<double> bytesSent;
+    std::optional<double> idleShare;     // 0..1
+    std::optional<double> heldAtStepEnd; // params + grads + optimizer, largest over end-of-step samples
+    std::optional<double> params, grads, optimizer, activations, comm, peak; // largest over all samples
+};
+
+// What one run measured.
+struct RunFigures {
+    std::string strategy, model;
+    int nodes = 0;
+    std::int64_t stepsPlanned = 0;
+    bool complete = true; // has the end marker (set by the reader overload)
+    // The configuration, flattened: header fields, then config_json's keys
+    // ("optimizer.lr", "behaviour[3].slowdown"), then "node[r].name|host|role".
+    std::map<std::string, QJsonValue> config;
+
+    std::optional<double> steps;
+    std::optional<double> stepTimeMedianS, stepTimeP95S;
+    std::optional<double> samplesPerS;
+    std::optional<double> finalLoss, testAccuracy;
+    std::optional<double> bubble; // pipeline runs only
+    std::map<std::int64_t, double> lossByStep;
+    std::map<int, NodeFigures> byNode; // by rank
+};
+
+RunFigures measureRun(const SessionHeader &header, const SessionEvents &events);
+// Loads the file's frames, spans, memory and metrics (not logs or tensors);
+// throws SessionError.
+RunFigures measureRun(const SessionReader &reader);
+
+// A figure of two runs. ratio: b / a, nullopt when either is missing or a is 0.
+struct ComparedFigure {
+    std::optional<double> a, b;
+    std::optional<double> ratio() const;
+};
+
+enum class FigureUnit { Count, Seconds, PerSecond, Bytes, Share, Plain };
+
+struct ComparedRow {
+    const char *key;   // the JSON key
+    const char *label; // the table's
+    FigureUnit unit;
+    ComparedFigure value;
+};
+
+struct SessionComparison {
+    struct ConfigDifference {
+        std::string key;
+        QJsonValue a, b; // Undefined: the run has no such field
+    };
+    struct NodeRows {
+        int rank = -1;
+        std::vector<ComparedRow> rows;
+    };
+    struct LossDifference {
+        double largest = 0; // |loss B - loss A|
+        std::int64_t step = -1;
+        std::int64_t commonSteps = 0;
+    };
+
+    std::vector<ConfigDifference> configDifferences; // by key
+    std::vector<ComparedRow> run;                    // table order
+    std::vector<NodeRows> nodes;                     // every rank either run has
+    std::optional<LossDifference> lossDifference;    // nullopt: no common step with a loss
+};
+
+SessionComparison compareRuns(const RunFigures &a, const RunFigures &b);
+
+// smolctl compare A.smolrec B.smolrec [--json]. Exit codes as
+// session_commands.h: 0, 1 a file that cannot be read (one line on stderr),
+// 2 bad arguments.
+int runCompareCommand(const QStringList &args, QTextStream &out, QTextStream &err);
+
+} // namespace smol::engine
