@@ -30,8 +30,10 @@ GuiOptions parseGuiOptions(const QStringList &args)
     const QCommandLineOption token(QStringLiteral("token"), QString(), QStringLiteral("T"));
     const QCommandLineOption advertise(QStringLiteral("advertise"), QString(), QStringLiteral("ADDR"));
     const QCommandLineOption budget(QStringLiteral("timeline-budget"), QString(), QStringLiteral("MIB"));
-    parser.addOptions(
-        {help, version, projector, nodes, steps, strategy, screenshot, replay, listen, token, advertise, budget});
+    const QCommandLineOption lesson(QStringLiteral("lesson"), QString(), QStringLiteral("NAME"));
+    const QCommandLineOption lessonStep(QStringLiteral("lesson-step"), QString(), QStringLiteral("K"));
+    parser.addOptions({help, version, projector, nodes, steps, strategy, screenshot, replay, listen, token, advertise,
+                       budget, lesson, lessonStep});
 
     GuiOptions options;
     if (!parser.parse(args)) {
@@ -59,6 +61,17 @@ GuiOptions parseGuiOptions(const QStringList &args)
                      .arg(kMaxGuiNodes)
                      .arg(parser.value(nodes)));
     }
+    options.lesson = parser.value(lesson);
+    if (parser.isSet(lessonStep)) {
+        bool ok = false;
+        options.lessonStep = parser.value(lessonStep).toInt(&ok);
+        if (!ok || options.lessonStep < 1 || options.lessonStep > 1000)
+            fail(QStringLiteral("--lesson-step must be a step from 1 to 1000, got '%1'").arg(parser.value(lessonStep)));
+        else if (options.lesson.isEmpty())
+            fail(QStringLiteral("--lesson-step needs --lesson NAME|FILE"));
+    }
+    if (!options.lesson.isEmpty() && !options.replay.isEmpty())
+        fail(QStringLiteral("--lesson runs the live cluster: it does not go with --replay"));
     if (parser.isSet(steps)) {
         bool ok = false;
         options.steps = parser.value(steps).toInt(&ok);

@@ -38,6 +38,8 @@ struct GuiOptions {
     QString strategy = QStringLiteral("ddp");
     QString screenshot;
     QString replay;
+    QString lesson;      // --lesson NAME|FILE: open it at start
+    int lessonStep = -1; // --lesson-step K: run it to step K (1-based); -1: stay at its first step
     ListenSettings listen; // what the flags set; unset fields come from the remembered settings
     int timelineBudgetMiB = 256; // the live timeline's memory budget (0: none); replays are never trimmed
     QString error;         // one line, for "smolcluster: <error> (try --help)"

@@ -509,7 +509,16 @@ private:
         if (value.isEmpty())
             fail(m_key, QStringLiteral("needs a value"));
     }
-    static QString join(const QString &a, const QString &b) { return a.isEmpty() ? b : a + '\n' + b; }
+    // Lines of a text flow into one paragraph (the panel wraps them); an
+    // empty `text:` line begins a new paragraph.
+    static QString join(const QString &a, const QString &b)
+    {
+        if (a.isEmpty())
+            return b.isEmpty() ? QString() : b;
+        if (b.isEmpty())
+            return a.endsWith('\n') ? a : a + '\n';
+        return a.endsWith('\n') ? a + b : a + ' ' + b;
+    }
 
     int integer(const QString &field, const QString &v, int lo, int hi) const
     {

@@ -61,9 +61,9 @@ LessonRunner::LessonRunner(EngineController *engine, QObject *parent) : QObject(
     connect(engine, &EngineController::runFailed, this, [this](const QString &why) { onRunEnded(why, false); });
     connect(engine, &EngineController::runStopped, this, [this](const QString &what) { onRunEnded(what, true); });
     connect(engine, &EngineController::errorOccurred, this, [this](const QString &why) {
-        // Only what answers the runner's own start or edit fails its step.
-        if (m_open && m_index >= 0 && m_steps[m_index].phase == Phase::Waiting && !m_engine->isRunning() &&
-            !m_stopping && !m_nodeWait.isActive())
+        // Only what answers the runner's own start fails its step ("the run
+        // needs 4 nodes; 3 are idle").
+        if (m_inStart)
             fail(why);
     });
     m_nodeWait.setInterval(kNodeWaitMs);
@@ -99,11 +99,7 @@ void LessonRunner::close()
     m_open = false;
     m_nodeWait.stop();
     m_startWhenStopped = false;
-    if (m_runActive && m_engine && m_engine->isRunning()) {
-        m_stopping = true;
-        m_engine->clearBreakpoints();
-        m_engine->stop();
-    }
+    abandonRun();
     if (m_engine && m_state)
         for (const widgets::NodeState &n : m_state->nodes) {
             m_engine->setNodeSlowdown(n.id, 1);
@@ -195,9 +191,9 @@ void LessonRunner::startWork()
         st.status = tr("Starting %1 on %2 nodes...").arg(m_runSettings.strategy).arg(m_runSettings.nodes);
         Q_EMIT settingsApplied(m_runSettings);
         Q_EMIT viewChanged();
-        if (m_engine->isRunning()) {
+        abandonRun();
+        if (m_engine->isRunning()) { // ours, stopping; or one the teacher started: stop it too
             m_startWhenStopped = true;
-            m_stopping = true;
             m_engine->clearBreakpoints();
             m_engine->stop();
             return;
@@ -265,7 +261,24 @@ void LessonRunner::startRun()
     m_runActive = true;
     m_steps[m_index].status = tr("Running %1 on %2 nodes").arg(m_runSettings.strategy).arg(m_runSettings.nodes);
     Q_EMIT viewChanged();
-    m_engine->start(m_runSettings); // a bad config fails at once (runFailed)
+    m_inStart = true;
+    m_engine->start(m_runSettings); // a bad config fails at once (runFailed, while m_inStart)
+    m_inStart = false;
+}
+
+void LessonRunner::abandonRun()
+{
+    if (!m_runActive)
+        return;
+    // Its end (runStopped, or runMeasured and runFinished if it ended first)
+    // is still to come, queued: it must not be taken for the next run's.
+    ++m_pendingEnds;
+    m_runActive = false;
+    m_pause = {};
+    if (m_engine && m_engine->isRunning()) {
+        m_engine->clearBreakpoints();
+        m_engine->stop();
+    }
 }
 
 void LessonRunner::continueRun()
@@ -585,7 +598,7 @@ void LessonRunner::onPaused(const PauseView &pause)
 
 void LessonRunner::onMeasured(const RunMeasurement &m)
 {
-    if (!m_open || !m_runActive)
+    if (!m_open || !m_runActive || (m_pendingEnds > 0 && !m_inStart))
         return;
     m_runs.insert(m_runName, m);
     m_lastRun = m_runName;
@@ -593,18 +606,18 @@ void LessonRunner::onMeasured(const RunMeasurement &m)
 
 void LessonRunner::onRunEnded(const QString &what, bool stopped)
 {
-    if (!m_runActive)
-        return;
-    m_runActive = false;
-    m_pause = {};
-    if (m_stopping) {
-        m_stopping = false;
-        if (m_startWhenStopped && m_open) {
+    const bool current = m_inStart || (m_pendingEnds == 0 && m_runActive);
+    if (!current) {
+        if (m_pendingEnds > 0 && !m_inStart)
+            --m_pendingEnds; // a run the runner left behind
+        if (m_startWhenStopped && m_open && !m_engine->isRunning()) {
             m_startWhenStopped = false;
             startRun();
         }
         return;
     }
+    m_runActive = false;
+    m_pause = {};
     if (!m_open || !busy())
         return;
     if (stopped) {

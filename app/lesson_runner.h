@@ -79,6 +79,7 @@ private:
     void enter(int index);
     void startWork();
     void startRun();
+    void abandonRun(); // stop the run the runner started, if it goes on; its end is not the next run's
     void continueRun();
     void reach();
     void fail(const QString &reason);
@@ -105,9 +106,10 @@ private:
     widgets::ClusterStatePtr m_state;
     widgets::ClusterStatePtr m_pauseState; // the snapshot at the current pause
     PauseView m_pause;                     // id 0: not paused
-    bool m_runActive = false;              // a run the runner started is going
-    bool m_stopping = false;               // we stopped it to start another
-    bool m_startWhenStopped = false;
+    bool m_runActive = false;              // a run the runner started is going (its end not yet seen)
+    int m_pendingEnds = 0;                 // runs it left behind whose end signals are still to come
+    bool m_inStart = false;                // inside EngineController::start (its failures are this run's)
+    bool m_startWhenStopped = false;       // start the step's run once the engine's run has ended
     QString m_runName;                     // the current run's name
     RunSettings m_runSettings;
     qint64 m_runStep = -1;                 // its newest step

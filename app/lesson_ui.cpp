@@ -102,8 +102,13 @@ bool LessonUi::open(const QString &nameOrPath, QString *error, bool quiet)
     if (m_window->isReplaying())
         m_window->closeReplay(); // a lesson drives the live cluster
     m_dock->setWindowTitle(tr("Lesson: %1").arg(lesson.title));
+    // The panel takes the right edge from top to bottom (the timeline and
+    // charts give up that corner), as wide as it needs and no wider: the
+    // cluster and its tabs keep the rest of a 1024 px projector image.
+    m_window->setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea);
     m_dock->show();
     m_dock->raise();
+    m_window->resizeDocks({m_dock}, {m_dock->minimumWidth()}, Qt::Horizontal);
     m_close->setEnabled(true);
     m_runner->open(lesson);
     return true;
@@ -119,6 +124,7 @@ void LessonUi::close()
     }
     m_runner->close();
     m_dock->hide();
+    m_window->setCorner(Qt::BottomRightCorner, Qt::BottomDockWidgetArea);
     if (m_close)
         m_close->setEnabled(false);
 }
@@ -135,8 +141,9 @@ void LessonUi::runTo(int step, std::function<void(bool, const QString &)> done)
 void LessonUi::setProjectorMode(bool on)
 {
     m_panel->setProjectorMode(on);
-    // A third of a 1024 px projector image; the cluster keeps the rest.
-    m_dock->setMinimumWidth(on ? 330 : 300);
+    // Beside the cluster and its tabs (715 px at least in projector mode)
+    // within a 1024 px projector image.
+    m_dock->setMinimumWidth(on ? 290 : 300);
 }
 
 void LessonUi::showView()

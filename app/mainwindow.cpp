@@ -1,6 +1,7 @@
 #include "mainwindow.h"
 
 #include "gui_options.h"
+#include "lesson_ui.h"
 #include "engine/session/session_reader.h"
 #include "node_details.h"
 #include "node_lanes.h"
@@ -95,6 +96,8 @@ MainWindow::MainWindow(EngineController *engine, QWidget *parent) : QMainWindow(
     addDockWidget(Qt::BottomDockWidgetArea, chartsDock);
     tabifyDockWidget(timelineDock, chartsDock);
     timelineDock->raise();
+    m_timelineDock = timelineDock;
+    m_chartsDock = chartsDock;
     m_replayController = new ReplayController(this);
     buildReplayBar();
     buildMenus();
@@ -221,6 +224,44 @@ MainWindow::MainWindow(EngineController *engine, QWidget *parent) : QMainWindow(
         size = size.boundedTo(screen->availableGeometry().size());
     resize(size);
     resizeDocks({timelineDock}, {size.height() * 2 / 5}, Qt::Vertical);
+    m_lessons = new LessonUi(this, m_engine);
+}
+
+bool MainWindow::showView(const QString &key)
+{
+    if (key == QLatin1String("timeline") || key == QLatin1String("charts")) {
+        QDockWidget *dock = key == QLatin1String("timeline") ? m_timelineDock : m_chartsDock;
+        dock->show();
+        dock->raise();
+        return true;
+    }
+    static const QMap<QString, const char *> titles = {{QStringLiteral("node"), "Node"},
+                                                       {QStringLiteral("memory"), "Memory"},
+                                                       {QStringLiteral("shards"), "Shards"},
+                                                       {QStringLiteral("placement"), "Placement"},
+                                                       {QStringLiteral("inspector"), "Inspector"},
+                                                       {QStringLiteral("log"), "Log"}};
+    const auto it = titles.constFind(key);
+    if (it == titles.cend())
+        return false;
+    for (int i = 0; i < m_tabs->count(); ++i)
+        if (m_tabs->tabText(i) == tr(*it)) {
+            m_tabs->setTabVisible(i, true);
+            m_tabs->setCurrentIndex(i);
+            return true;
+        }
+    return false;
+}
+
+void MainWindow::selectRank(int rank)
+{
+    if (!m_state)
+        return;
+    for (const widgets::NodeState &n : m_state->nodes)
+        if (n.rank == rank && n.state != widgets::NodeRunState::Lost) {
+            m_cluster->setSelectedNode(n.id);
+            return;
+        }
 }
 
 int MainWindow::addPage(QWidget *page, const QString &title)
@@ -237,6 +278,7 @@ int MainWindow::addPage(QWidget *page, const QString &title)
 void MainWindow::buildTabs()
 {
     m_tabs = new QTabWidget(this);
+    m_tabs->setObjectName(QStringLiteral("sideTabs"));
     // Every tab's whole title, never "Pla..." behind scroll arrows: the side
     // panel is at least as wide as its tabs.
     m_tabs->setUsesScrollButtons(false);
@@ -386,6 +428,7 @@ void MainWindow::buildToolBar()
 void MainWindow::buildMenus()
 {
     QMenu *file = menuBar()->addMenu(tr("&File"));
+    file->setObjectName(QStringLiteral("fileMenu"));
     file->addAction(tr("&Open session..."), QKeySequence::Open, this, &MainWindow::chooseSession);
     QAction *closeReplayAction = file->addAction(tr("&Close replay"), QKeySequence::Close, this, &MainWindow::closeReplay);
     connect(m_replayController, &ReplayController::opened, closeReplayAction, [closeReplayAction] { closeReplayAction->setEnabled(true); });
@@ -486,7 +529,10 @@ void MainWindow::togglePause()
 
 void MainWindow::setProjectorMode(bool on)
 {
+    const bool changed = m_projector != on;
     m_projector = on;
+    if (changed)
+        Q_EMIT projectorModeChanged(on);
     if (m_projectorAction->isChecked() != on)
         m_projectorAction->setChecked(on);
     m_cluster->setProjectorMode(on);

@@ -21,6 +21,7 @@
 #include <map>
 
 class QAction;
+class QDockWidget;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
@@ -49,6 +50,7 @@ struct TimelineHit;
 
 namespace smol::app {
 
+class LessonUi;
 class ReplayController;
 class RunControls;
 
@@ -74,7 +76,16 @@ public:
     bool exportTimelinePng(const QString &path, QString *error = nullptr);
     bool exportChromeTrace(const QString &path, QString *error = nullptr);
 
+    // Lessons (app/lesson_ui.h): the Lessons menu, the lesson panel, and
+    // what a step's focus asks of the window: a view by key ("node",
+    // "memory", "shards", "placement", "inspector", "log", "charts",
+    // "timeline"; false for an unknown key) and the node of a rank.
+    LessonUi *lessons() const { return m_lessons; }
+    bool showView(const QString &key);
+    void selectRank(int rank);
+
 Q_SIGNALS:
+    void projectorModeChanged(bool on);
     // Start refused before the run began (the settings cannot run, or the
     // pending breakpoint is malformed): the one-line reason the status bar shows.
     void runRefused(const QString &reason);
@@ -153,6 +164,9 @@ private:
     QSpinBox *m_jumpStep = nullptr;
 
     ReplayController *m_replayController = nullptr;
+    LessonUi *m_lessons = nullptr;
+    QDockWidget *m_timelineDock = nullptr;
+    QDockWidget *m_chartsDock = nullptr;
     bool m_replaying = false;
     QToolBar *m_replayBar = nullptr;
     QSlider *m_scrubber = nullptr;

@@ -4,6 +4,7 @@
 // The GUI thread never waits on the network or on training.
 #include "engine_controller.h"
 #include "gui_options.h"
+#include "lesson_ui.h"
 #include "mainwindow.h"
 #include "widgets/timeline_view.h"
 #include "replay_controller.h"
@@ -23,7 +24,8 @@ using smol::app::GuiOptions;
 
 const char kUsage[] = R"(Usage: smolcluster [--nodes N] [--strategy S] [--steps K] [--projector]
                    [--listen PORT --token T [--advertise ADDR]] [--timeline-budget MIB]
-                   [--replay SESSION] [--screenshot FILE.png]
+                   [--replay SESSION] [--lesson NAME|FILE [--lesson-step K]]
+                   [--screenshot FILE.png]
 
 Opens the control panel with a ready local cluster: N nodes that are
 threads of this process, joined to its coordinator over authenticated TCP
@@ -61,12 +63,20 @@ Options:
                          run finished and the image is not blank); with
                          --replay, move the replay to step K (default: the
                          end) and save the window then
+  --lesson NAME|FILE     open a lesson (`smolctl lesson --list`, or a .lesson
+                         file; docs/lessons.md) once the local nodes have
+                         joined, as the Lessons menu does
+  --lesson-step K        run it to step K, revealing each step's numbers on
+                         the way (with --screenshot: save the window there and
+                         exit, 0 if every step was reached)
   -h, --help             show this help
   --version              print the version
 
 Keys: Ctrl+Return start, Space pause/resume, N step one collective,
 Ctrl+. stop, Ctrl+R record the next run, Ctrl+O open a session,
 Ctrl+W close it, Ctrl+P projector mode, F11 full screen, Ctrl+Q quit.
+Lesson: Page Down or Right next (or reveal), Page Up or Left back, B blank
+the screen, Ctrl+L open a lesson file.
 Replay: Space play/pause, [ and ] (or N) previous/next collective.
 Timeline: wheel zoom, drag pan, Shift+drag zoom to a range, click for
 details, + - zoom, Home fit, End follow, Z zoom to the selection,
@@ -111,6 +121,62 @@ bool isBlank(const QImage &image)
 }
 
 } // namespace
+
+// Saves the window to `file` (after the last snapshot reached every view)
+// and ends the application: 0 when `ok` and the image is not blank.
+void grabAndExit(QWidget &window, const QString &file, bool ok)
+{
+    QTimer::singleShot(400, &window, [&window, file, ok] {
+        const QImage image = window.grab().toImage();
+        if (isBlank(image) || !image.save(file)) {
+            std::fprintf(stderr, "smolcluster: could not write a non-blank screenshot to %s\n", qPrintable(file));
+            QCoreApplication::exit(1);
+            return;
+        }
+        std::printf("smolcluster: screenshot saved to %s\n", qPrintable(file));
+        QCoreApplication::exit(ok ? 0 : 1);
+    });
+}
+
+// --lesson NAME [--lesson-step K] [--screenshot FILE]: once the local nodes
+// have joined, open the lesson, run it to step K (revealing on the way) and
+// save the window.
+int runLesson(QApplication &app, smol::app::EngineController &engine, smol::app::MainWindow &window,
+              const GuiOptions &options)
+{
+    auto *poll = new QTimer(&window);
+    QObject::connect(poll, &QTimer::timeout, &window, [&engine, &window, poll, options] {
+        static int waited = 0;
+        if (++waited > 600) { // 60 s
+            std::fprintf(stderr, "smolcluster: the local nodes did not join within 60 s\n");
+            QCoreApplication::exit(1);
+            return;
+        }
+        if (engine.readyNodes() < options.nodes)
+            return;
+        poll->stop();
+        QString error;
+        if (!window.lessons()->open(options.lesson, &error, /*quiet=*/true)) {
+            std::fprintf(stderr, "smolcluster: %s\n", qPrintable(error));
+            QCoreApplication::exit(2);
+            return;
+        }
+        if (options.lessonStep < 0 && options.screenshot.isEmpty())
+            return;
+        window.lessons()->runTo(std::max(1, options.lessonStep), [&window, options](bool ok, const QString &why) {
+            if (!ok)
+                std::fprintf(stderr, "smolcluster: lesson: %s\n", qPrintable(why));
+            else
+                std::printf("smolcluster: lesson at step %d\n", std::max(1, options.lessonStep));
+            if (!options.screenshot.isEmpty())
+                grabAndExit(window, options.screenshot, ok);
+            else if (!ok)
+                QCoreApplication::exit(1);
+        });
+    });
+    poll->start(100);
+    return app.exec();
+}
 
 int main(int argc, char **argv)
 {
@@ -166,6 +232,8 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    if (!options.lesson.isEmpty())
+        return runLesson(app, engine, window, options);
     if (!options.screenshot.isEmpty()) {
         const QString file = options.screenshot;
         auto grab = [&window, file](bool finished) {

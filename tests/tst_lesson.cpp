@@ -59,11 +59,13 @@ private Q_SLOTS:
     {
         const Lesson l = parseLesson(QString::fromLatin1(kGood), QStringLiteral("t.lesson"));
         QCOMPARE(l.title, QStringLiteral("Tiny"));
-        QCOMPARE(l.about, QStringLiteral("one line\ntwo lines"));
+        QCOMPARE(l.about, QStringLiteral("one line two lines"));
         QCOMPARE(l.steps.size(), 2);
         const LessonStep &s = l.steps[0];
         QCOMPARE(s.line, 6);
-        QCOMPARE(s.text, QStringLiteral("first\nsecond"));
+        QCOMPARE(s.text, QStringLiteral("first second"));
+        const Lesson para = parseLesson("lesson: x\nstep: s\ntext: a\ntext:\ntext: b\n", "p.lesson");
+        QCOMPARE(para.steps[0].text, QStringLiteral("a\nb"));
         QVERIFY(s.run);
         QCOMPARE(s.run->name, QStringLiteral("a"));
         QCOMPARE(s.run->settings.value("nodes"), QStringLiteral("3"));

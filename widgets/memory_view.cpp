@@ -57,6 +57,7 @@ void MemoryView::setProjectorMode(bool on)
     if (m_projector == on)
         return;
     m_projector = on;
+    updateGeometry();
     update();
 }
 

@@ -38,7 +38,9 @@ public:
     static QVector<double> axisTicks(double maxMiB, int approxTicks = 5);
 
     QSize sizeHint() const override { return {640, 420}; }
-    QSize minimumSizeHint() const override { return {260, 200}; }
+    // Room for the legend (three rows of large type on a projector) and a
+    // plot whose axis labels do not run into the node names.
+    QSize minimumSizeHint() const override { return {260, m_projector ? 360 : 200}; }
 
 protected:
     void paintEvent(QPaintEvent *event) override;
