@@ -3,6 +3,7 @@
 #include "lesson.h"
 #include "lesson_runner.h"
 #include "mainwindow.h"
+#include "widgets/cluster_view.h"
 #include "widgets/lesson_panel.h"
 #include "widgets/timeline_view.h"
 
@@ -10,6 +11,8 @@
 #include <QFileDialog>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QTabBar>
+#include <QTabWidget>
 #include <QTimer>
 
 namespace smol::app {
@@ -111,6 +114,7 @@ bool LessonUi::open(const QString &nameOrPath, QString *error, bool quiet)
     m_window->resizeDocks({m_dock}, {m_dock->minimumWidth()}, Qt::Horizontal);
     m_close->setEnabled(true);
     m_runner->open(lesson);
+    placeTabs();
     return true;
 }
 
@@ -125,6 +129,7 @@ void LessonUi::close()
     m_runner->close();
     m_dock->hide();
     m_window->setCorner(Qt::BottomRightCorner, Qt::BottomDockWidgetArea);
+    placeTabs();
     if (m_close)
         m_close->setEnabled(false);
 }
@@ -144,6 +149,24 @@ void LessonUi::setProjectorMode(bool on)
     // Beside the cluster and its tabs (715 px at least in projector mode)
     // within a 1024 px projector image.
     m_dock->setMinimumWidth(on ? 290 : 300);
+    placeTabs();
+}
+
+void LessonUi::placeTabs()
+{
+    // On a projector the side tabs' whole titles (six with pipeline's
+    // Placement) and the cluster leave no 290 px for the panel: while a
+    // lesson is open the tab titles are a size smaller and the cluster may
+    // be narrower, so all three fit a 1024 px image side by side.
+    auto *tabs = m_window->findChild<QTabWidget *>(QStringLiteral("sideTabs"));
+    auto *cluster = m_window->findChild<widgets::ClusterView *>();
+    if (!tabs || !cluster)
+        return;
+    const bool beside = m_runner->isOpen() && m_window->projectorMode();
+    QFont f = tabs->tabBar()->font();
+    f.setPointSizeF(beside ? 10 : (m_window->projectorMode() ? 12 : 10));
+    tabs->tabBar()->setFont(f);
+    cluster->setMinimumWidth(beside ? 250 : 0);
 }
 
 void LessonUi::showView()

@@ -57,6 +57,7 @@ private:
     void applyFocus(const LessonFocus &focus);
     void showView();
     void setProjectorMode(bool on);
+    void placeTabs();
 
     MainWindow *m_window;
     EngineController *m_engine;
