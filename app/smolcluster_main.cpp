@@ -16,6 +16,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <memory>
 
 namespace {
@@ -138,23 +139,34 @@ void grabAndExit(QWidget &window, const QString &file, bool ok)
     });
 }
 
+// Calls `then` once `nodes` local nodes are idle in the cluster (they join
+// in the background); after 60 s without them, says so and exits 1.
+void whenNodesJoined(smol::app::EngineController &engine, QWidget &window, int nodes, std::function<void()> then)
+{
+    auto *poll = new QTimer(&window);
+    auto waited = std::make_shared<int>(0);
+    QObject::connect(poll, &QTimer::timeout, &window, [&engine, poll, nodes, waited, then] {
+        if (++*waited > 600) { // 60 s
+            poll->stop();
+            std::fprintf(stderr, "smolcluster: the local nodes did not join within 60 s\n");
+            QCoreApplication::exit(1);
+            return;
+        }
+        if (engine.isRunning() || engine.readyNodes() < nodes)
+            return;
+        poll->stop();
+        then();
+    });
+    poll->start(100);
+}
+
 // --lesson NAME [--lesson-step K] [--screenshot FILE]: once the local nodes
 // have joined, open the lesson, run it to step K (revealing on the way) and
 // save the window.
 int runLesson(QApplication &app, smol::app::EngineController &engine, smol::app::MainWindow &window,
               const GuiOptions &options)
 {
-    auto *poll = new QTimer(&window);
-    QObject::connect(poll, &QTimer::timeout, &window, [&engine, &window, poll, options] {
-        static int waited = 0;
-        if (++waited > 600) { // 60 s
-            std::fprintf(stderr, "smolcluster: the local nodes did not join within 60 s\n");
-            QCoreApplication::exit(1);
-            return;
-        }
-        if (engine.readyNodes() < options.nodes)
-            return;
-        poll->stop();
+    whenNodesJoined(engine, window, options.nodes, [&window, options] {
         QString error;
         if (!window.lessons()->open(options.lesson, &error, /*quiet=*/true)) {
             std::fprintf(stderr, "smolcluster: %s\n", qPrintable(error));
@@ -174,7 +186,6 @@ int runLesson(QApplication &app, smol::app::EngineController &engine, smol::app:
                 QCoreApplication::exit(1);
         });
     });
-    poll->start(100);
     return app.exec();
 }
 
@@ -236,20 +247,7 @@ int main(int argc, char **argv)
         return runLesson(app, engine, window, options);
     if (!options.screenshot.isEmpty()) {
         const QString file = options.screenshot;
-        auto grab = [&window, file](bool finished) {
-            // Let the last snapshot reach every view before grabbing.
-            QTimer::singleShot(300, &window, [&window, file, finished] {
-                const QImage image = window.grab().toImage();
-                if (isBlank(image) || !image.save(file)) {
-                    std::fprintf(stderr, "smolcluster: could not write a non-blank screenshot to %s\n",
-                                 qPrintable(file));
-                    QCoreApplication::exit(1);
-                    return;
-                }
-                std::printf("smolcluster: screenshot saved to %s\n", qPrintable(file));
-                QCoreApplication::exit(finished ? 0 : 1);
-            });
-        };
+        auto grab = [&window, file](bool finished) { grabAndExit(window, file, finished); };
         if (!options.replay.isEmpty()) {
             smol::app::ReplayController *replay = window.replay();
             if (options.steps > 0) {
@@ -276,20 +274,7 @@ int main(int argc, char **argv)
             grab(false);
         });
         // Start once every local node has joined (they connect in the background).
-        auto *poll = new QTimer(&window);
-        QObject::connect(poll, &QTimer::timeout, &window, [&engine, &window, poll, options] {
-            static int waited = 0;
-            if (++waited > 600) { // 60 s
-                std::fprintf(stderr, "smolcluster: the local nodes did not join within 60 s\n");
-                QCoreApplication::exit(1);
-                return;
-            }
-            if (!engine.isRunning() && engine.readyNodes() >= options.nodes) {
-                poll->stop();
-                window.startRun();
-            }
-        });
-        poll->start(100);
+        whenNodesJoined(engine, window, options.nodes, [&window] { window.startRun(); });
     }
     return app.exec();
 }
