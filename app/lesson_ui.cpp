@@ -129,6 +129,7 @@ void LessonUi::close()
     m_runner->close();
     m_dock->hide();
     m_window->setCorner(Qt::BottomRightCorner, Qt::BottomDockWidgetArea);
+    showBottomDocks(true); // as the window was before the lesson
     placeTabs();
     if (m_close)
         m_close->setEnabled(false);
@@ -202,8 +203,24 @@ void LessonUi::showView()
     QTimer::singleShot(0, m_runner, &LessonRunner::next);
 }
 
+void LessonUi::showBottomDocks(bool on)
+{
+    for (const char *name : {"timeline", "charts"})
+        if (auto *dock = m_window->findChild<QDockWidget *>(QLatin1String(name)))
+            dock->setVisible(on);
+    if (on)
+        m_window->showView(QStringLiteral("timeline"));
+}
+
 void LessonUi::applyFocus(const LessonFocus &focus)
 {
+    // What the step points at gets the room: on a projector a side page
+    // (the inspector's rows, the memory bars) takes the height of the
+    // timeline and charts, which come back for a step that points at them.
+    const bool bottom = focus.tab == QLatin1String("timeline") || focus.tab == QLatin1String("charts") ||
+                        focus.memoryLane || focus.fromStep >= 0;
+    if (m_window->projectorMode() && (bottom || !focus.tab.isEmpty()))
+        showBottomDocks(bottom);
     if (!focus.tab.isEmpty())
         m_window->showView(focus.tab);
     if (focus.rank >= 0)

@@ -58,6 +58,7 @@ private:
     void showView();
     void setProjectorMode(bool on);
     void placeTabs();
+    void showBottomDocks(bool on); // the timeline and charts docks
 
     MainWindow *m_window;
     EngineController *m_engine;

@@ -267,10 +267,12 @@ void TensorInspector::resizeEvent(QResizeEvent *event)
 
 void TensorInspector::fitColumns()
 {
-    // The figures a class compares (min, max, mean, NaN) stay; the title has
-    // the collective's name, the tooltip-free rest goes first.
-    const int kDropOrder[] = {InspectorModel::Name, InspectorModel::L2, InspectorModel::Std, InspectorModel::Count,
-                              InspectorModel::Side};
+    // The figures a class compares (min, max, mean, NaN) stay longest; the
+    // title has the collective's name, the tooltip-free rest goes first;
+    // on the narrowest panel (a projector beside a lesson) mean and min go
+    // too, never max or the NaN count.
+    const int kDropOrder[] = {InspectorModel::Name, InspectorModel::L2,   InspectorModel::Std, InspectorModel::Count,
+                              InspectorModel::Side, InspectorModel::Mean, InspectorModel::Min};
     QHeaderView *header = m_table->horizontalHeader();
     for (int c = 0; c < InspectorModel::NUM_COLUMNS; ++c)
         m_table->setColumnHidden(c, false);
