@@ -73,6 +73,40 @@ void printOutline(const Lesson &l, QTextStream &out)
     out.flush();
 }
 
+// Each revealed value of a reached step beside its formula; returns how many
+// disagree (or could not be measured), each also one line on `err`.
+int printReveals(const LessonStep &s, int i, const QVector<LessonRunner::Result> &results, QTextStream &out,
+                 QTextStream &err)
+{
+    int mismatches = 0;
+    for (int k = 0; k < s.reveals.size() && k < results.size(); ++k) {
+        const LessonReveal &r = s.reveals[k];
+        const LessonRunner::Result &res = results[k];
+        if (!res.error.isEmpty()) {
+            out << "  " << r.label << ": cannot be measured: " << res.error << "\n";
+            err << "smolctl: lesson: step " << (i + 1) << " (" << s.title << "), " << r.label << ": " << res.error
+                << Qt::endl;
+            ++mismatches;
+            continue;
+        }
+        out << "  " << r.label << ": ";
+        if (res.formula)
+            out << "formula " << (r.show.isEmpty() ? r.formula.text() : r.show) << " = "
+                << formatLessonValue(*res.formula, r.unit) << ", ";
+        out << "measured " << formatLessonValue(res.measured, r.unit);
+        if (res.formula)
+            out << (res.agrees ? " (agrees)" : " (DIFFERS)");
+        out << "\n";
+        if (!res.agrees) {
+            ++mismatches;
+            err << "smolctl: lesson: step " << (i + 1) << " (" << s.title << "), " << r.label << ": measured "
+                << formatLessonValue(res.measured, r.unit) << ", formula " << formatLessonValue(*res.formula, r.unit)
+                << ", beyond the tolerance" << Qt::endl;
+        }
+    }
+    return mismatches;
+}
+
 int checkLesson(const Lesson &lesson, int timeoutS, QTextStream &out, QTextStream &err)
 {
     const int nodes = std::max(4, lesson.maxNodes());
@@ -115,35 +149,10 @@ int checkLesson(const Lesson &lesson, int timeoutS, QTextStream &out, QTextStrea
     LessonRunner runner(engine.get());
     int mismatches = 0;
     QObject::connect(&runner, &LessonRunner::stepReached, &loop, [&](int i) {
-        const LessonStep &s = lesson.steps[i];
-        const auto results = runner.results();
-        out << "step " << (i + 1) << "/" << lesson.steps.size() << " " << s.title << ": "
+        out << "step " << (i + 1) << "/" << lesson.steps.size() << " " << lesson.steps[i].title << ": "
             << runner.view().status << QStringLiteral(" (%1 s)").arg(clock.elapsed() / 1000.0, 0, 'f', 1) << "\n";
-        for (int k = 0; k < s.reveals.size() && k < results.size(); ++k) {
-            const LessonReveal &r = s.reveals[k];
-            const LessonRunner::Result &res = results[k];
-            if (!res.error.isEmpty()) {
-                out << "  " << r.label << ": cannot be measured: " << res.error << "\n";
-                err << "smolctl: lesson: step " << (i + 1) << " (" << s.title << "), " << r.label << ": "
-                    << res.error << Qt::endl;
-                ++mismatches;
-                continue;
-            }
-            out << "  " << r.label << ": ";
-            if (res.formula)
-                out << "formula " << (r.show.isEmpty() ? r.formula.text() : r.show) << " = "
-                    << formatLessonValue(*res.formula, r.unit) << ", ";
-            out << "measured " << formatLessonValue(res.measured, r.unit);
-            if (res.formula)
-                out << (res.agrees ? " (agrees)" : " (DIFFERS)");
-            out << "\n";
-            if (!res.agrees) {
-                ++mismatches;
-                err << "smolctl: lesson: step " << (i + 1) << " (" << s.title << "), " << r.label << ": measured "
-                    << formatLessonValue(res.measured, r.unit) << ", formula "
-                    << formatLessonValue(*res.formula, r.unit) << ", beyond the tolerance" << Qt::endl;
-            }
-        }
+        mismatches += printReveals(lesson.steps[i], i, runner.results(), out, err);
+        const LessonStep &s = lesson.steps[i];
         out.flush();
         // Reveal (if there is anything to), then on to the next step.
         QTimer::singleShot(0, &runner, [&runner, reveals = !s.reveals.isEmpty()] {
