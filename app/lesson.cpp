@@ -395,7 +395,7 @@ const QStringList kRunKeys = {
     QStringLiteral("optimizer"), QStringLiteral("lr"),           QStringLiteral("seed"),
     QStringLiteral("placement"), QStringLiteral("micro-batches"), QStringLiteral("schedule"),
     QStringLiteral("slow-motion"), QStringLiteral("slow"),       QStringLiteral("link"),
-    QStringLiteral("test-every"),
+    QStringLiteral("test-every"), QStringLiteral("record"),
 };
 const QStringList kStrategies = {QStringLiteral("single"), QStringLiteral("ddp"),    QStringLiteral("zero1"),
                                  QStringLiteral("zero2"),  QStringLiteral("zero3"),  QStringLiteral("syncps"),
@@ -458,6 +458,12 @@ public:
                 step->run = parseRun(value);
             } else if (m_key == QLatin1String("until")) {
                 step->until = parseUntil(value);
+            } else if (m_key == QLatin1String("compare")) {
+                const QStringList w = value.split(QRegularExpression(QStringLiteral("\\s+")), Qt::SkipEmptyParts);
+                if (w.size() != 2)
+                    fail(m_key, QStringLiteral("needs two recorded runs' names: compare: A B"));
+                step->compareA = w[0];
+                step->compareB = w[1];
             } else if (m_key == QLatin1String("edit")) {
                 step->edit = parseEdit(value);
             } else if (m_key == QLatin1String("focus")) {
@@ -478,7 +484,7 @@ public:
                 revealField(*reveal, value);
             } else {
                 fail(m_key, QStringLiteral("unknown field (lesson, about, step, text, run, until, edit, focus, "
-                                           "reveal, measure, formula, show, unit, tolerance)"));
+                                           "compare, reveal, measure, formula, show, unit, tolerance)"));
             }
         }
         m_key.clear();
@@ -568,6 +574,12 @@ private:
                 l.mbit = number(field, p[1], 0, 1e6);
                 l.latencyMs = p.size() == 3 ? number(field, p[2], 0, 10000) : 0;
                 run.links[integer(field, p[0], 0, 63)] = l;
+                continue;
+            }
+            if (k == QLatin1String("record")) {
+                if (v != QLatin1String("yes") && v != QLatin1String("no"))
+                    fail(field, QStringLiteral("'%1' is not yes or no").arg(v));
+                run.record = v == QLatin1String("yes");
                 continue;
             }
             if (run.settings.contains(k) || (k == QLatin1String("name") && !run.name.isEmpty()))
@@ -744,7 +756,16 @@ private:
     void checkSteps(const Lesson &lesson)
     {
         bool haveRun = false;
+        QSet<QString> recorded;
         for (const LessonStep &s : lesson.steps) {
+            if (s.run && s.run->record)
+                recorded.insert(s.run->name);
+            for (const QString &name : {s.compareA, s.compareB})
+                if (!name.isEmpty() && !recorded.contains(name)) {
+                    m_line = s.line;
+                    fail(QStringLiteral("compare"),
+                         QStringLiteral("'%1' is no run with record=yes before this step").arg(name));
+                }
             for (const LessonReveal &r : s.reveals)
                 if (r.measure.isEmpty()) {
                     m_line = r.line;

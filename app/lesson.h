@@ -85,6 +85,7 @@ struct LessonRun {
         double latencyMs = 0;
     };
     QMap<int, Link> links; // rank -> its links to every other node
+    bool record = false;   // record=yes: a session file, for a later `compare:`
 };
 
 // Where a run goes until the step is shown as reached.
@@ -117,6 +118,9 @@ struct LessonStep {
     LessonUntil until;
     std::optional<LessonEdit> edit;
     LessonFocus focus;
+    // Two recorded runs (record=yes) side by side, as File > Compare with...
+    // shows them (issue 19); empty: none.
+    QString compareA, compareB;
     QVector<LessonReveal> reveals;
     int line = 0;
 };

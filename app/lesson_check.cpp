@@ -4,6 +4,9 @@
 #include "lesson.h"
 #include "lesson_runner.h"
 
+#include "engine/session/session_compare.h"
+#include "engine/session/session_reader.h"
+
 #include <QCoreApplication>
 #include <QElapsedTimer>
 #include <QEventLoop>
@@ -66,6 +69,8 @@ void printOutline(const Lesson &l, QTextStream &out)
             what << QStringLiteral("edit %1 rank %2").arg(s.edit->op).arg(s.edit->rank);
         if (s.until.kind != LessonUntil::Kind::None)
             what << untilText(s.until);
+        if (!s.compareA.isEmpty())
+            what << QStringLiteral("compare %1 with %2").arg(s.compareA, s.compareB);
         for (const LessonReveal &r : s.reveals)
             what << QStringLiteral("reveal \"%1\"").arg(r.label);
         out << "  " << (i + 1) << ". " << s.title << (what.isEmpty() ? QString() : ": " + what.join(", ")) << "\n";
@@ -105,6 +110,37 @@ int printReveals(const LessonStep &s, int i, const QVector<LessonRunner::Result>
         }
     }
     return mismatches;
+}
+
+// A step's `compare: A B`, as `smolctl compare` measures it from the two
+// recordings: what differs, and B/A of the run's and rank 0's figures.
+bool printComparison(const QString &fileA, const QString &fileB, const LessonStep &s, int i, QTextStream &out,
+                     QTextStream &err)
+{
+    try {
+        const engine::SessionReader a(fileA), b(fileB);
+        const engine::SessionComparison c = engine::compareRuns(engine::measureRun(a), engine::measureRun(b));
+        QStringList differs;
+        for (const auto &d : c.configDifferences)
+            differs << QString::fromStdString(d.key);
+        out << "  compare " << s.compareA << " with " << s.compareB << " (" << differs.join(", ") << " differ):";
+        const auto row = [&](const engine::ComparedRow &r) {
+            out << " " << r.label << " " << engine::formatRatio(r.value.ratio()) << "x;";
+        };
+        for (const auto &r : c.run)
+            if (QLatin1String(r.key) == QLatin1String("samples_per_s"))
+                row(r);
+        if (!c.nodes.empty())
+            for (const auto &r : c.nodes.front().rows)
+                if (QLatin1String(r.key) == QLatin1String("memory_held_at_step_end") ||
+                    QLatin1String(r.key) == QLatin1String("bytes_sent_per_step"))
+                    row(r);
+        out << "\n";
+        return true;
+    } catch (const std::exception &e) {
+        err << "smolctl: lesson: step " << (i + 1) << " (" << s.title << "), compare: " << e.what() << Qt::endl;
+        return false;
+    }
 }
 
 int checkLesson(const Lesson &lesson, int timeoutS, QTextStream &out, QTextStream &err)
@@ -153,6 +189,9 @@ int checkLesson(const Lesson &lesson, int timeoutS, QTextStream &out, QTextStrea
             << runner.view().status << QStringLiteral(" (%1 s)").arg(clock.elapsed() / 1000.0, 0, 'f', 1) << "\n";
         mismatches += printReveals(lesson.steps[i], i, runner.results(), out, err);
         const LessonStep &s = lesson.steps[i];
+        if (!s.compareA.isEmpty() &&
+            !printComparison(runner.recording(s.compareA), runner.recording(s.compareB), s, i, out, err))
+            ++mismatches;
         out.flush();
         // Reveal (if there is anything to), then on to the next step.
         QTimer::singleShot(0, &runner, [&runner, reveals = !s.reveals.isEmpty()] {

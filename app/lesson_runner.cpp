@@ -87,6 +87,8 @@ void LessonRunner::open(const Lesson &lesson)
     m_steps = QVector<StepState>(lesson.steps.size());
     m_runs.clear();
     m_lastRun.clear();
+    m_recordings.clear();
+    m_recordDir.reset();
     m_open = true;
     m_index = -1;
     enter(0);
@@ -255,6 +257,17 @@ void LessonRunner::startRun()
     const QString spec = step.until.breakpoint();
     if (!spec.isEmpty())
         m_engine->addBreakpoint(spec);
+    m_runSettings.recordPath.clear();
+    if (step.run->record) {
+        if (!m_recordDir)
+            m_recordDir = std::make_unique<QTemporaryDir>();
+        if (!m_recordDir->isValid()) {
+            fail(tr("cannot make a folder for the lesson's recordings: %1").arg(m_recordDir->errorString()));
+            return;
+        }
+        m_runSettings.recordPath = m_recordDir->filePath(QStringLiteral("%1.smolrec").arg(step.run->name));
+        m_recordings.insert(step.run->name, m_runSettings.recordPath);
+    }
     m_pause = {};
     m_pauseState.reset();
     m_runStep = -1;
@@ -327,6 +340,9 @@ void LessonRunner::reach()
         st.status = tr("Done: %1 on %2 nodes, %3 steps").arg(m_runSettings.strategy).arg(m_runSettings.nodes)
                         .arg(m_runSettings.steps);
     evaluate();
+    const LessonStep &step = m_lesson.steps[m_index];
+    if (!step.compareA.isEmpty())
+        Q_EMIT compareRequested(m_recordings.value(step.compareA), m_recordings.value(step.compareB));
     Q_EMIT focusRequested(m_lesson.steps[m_index].focus);
     Q_EMIT stepReached(m_index);
     Q_EMIT viewChanged();

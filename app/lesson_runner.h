@@ -19,7 +19,10 @@
 
 #include <QObject>
 #include <QPointer>
+#include <QTemporaryDir>
 #include <QTimer>
+
+#include <memory>
 
 #include <optional>
 
@@ -52,6 +55,8 @@ public:
     };
     // The current step's revealed numbers (empty until it is reached).
     QVector<Result> results() const;
+    // The session file a run with record=yes wrote ("" for none).
+    QString recording(const QString &run) const { return m_recordings.value(run); }
 
 public Q_SLOTS:
     // Reveal the step's numbers if it has any left to reveal, else go on
@@ -66,6 +71,8 @@ Q_SIGNALS:
     void focusRequested(const smol::app::LessonFocus &focus);
     void stepReached(int index);
     void stepFailed(int index, const QString &reason);
+    // A step's `compare: A B`: the two runs' recordings, side by side.
+    void compareRequested(const QString &fileA, const QString &fileB);
     void finished(); // Next past the last step
 
 private:
@@ -114,6 +121,8 @@ private:
     RunSettings m_runSettings;
     qint64 m_runStep = -1;                 // its newest step
     QMap<QString, RunMeasurement> m_runs;  // finished runs by name
+    std::unique_ptr<QTemporaryDir> m_recordDir; // the lesson's recordings (record=yes), gone with it
+    QMap<QString, QString> m_recordings;   // run name -> its session file
     QString m_lastRun;                     // the newest finished run's name
     QTimer m_nodeWait;                     // waiting for local nodes to join
     int m_nodeWaitTicks = 0;

@@ -94,6 +94,12 @@ private Q_SLOTS:
         QVERIFY(e.reveals[0].absolute);
         QCOMPARE(e.reveals[0].tolerance, 0.0);
         QCOMPARE(l.maxNodes(), 3);
+        const Lesson c = parseLesson("lesson: x\nstep: a\nrun: strategy=zero2 record=yes\nstep: b\n"
+                                     "run: strategy=zero3 record=yes\ncompare: zero2 zero3\n",
+                                     "c.lesson");
+        QVERIFY(c.steps[0].run->record);
+        QCOMPARE(c.steps[1].compareA, QStringLiteral("zero2"));
+        QCOMPARE(c.steps[1].compareB, QStringLiteral("zero3"));
         // A run without a name is named after its strategy.
         const Lesson u = parseLesson("lesson: x\nstep: s\nrun: strategy=zero3\n", "u.lesson");
         QCOMPARE(u.steps[0].run->name, QStringLiteral("zero3"));
@@ -138,6 +144,10 @@ private Q_SLOTS:
         QTest::newRow("bad unit") << head + "reveal: r\nmeasure: params\nunit: furlongs\n" << "t.lesson:5: unit: 'furlongs' is not one of";
         QTest::newRow("bad tolerance") << head + "reveal: r\nmeasure: params\ntolerance: lots\n" << "t.lesson:5: tolerance: 'lots' is not a number";
         QTest::newRow("bad run name") << head + "run: strategy=ddp name=pause\n" << "t.lesson:3: run name: 'pause' is not a name";
+        QTest::newRow("compare unrecorded") << head + "run: strategy=ddp name=a\ncompare: a a\n"
+                                            << "t.lesson:2: compare: 'a' is no run with record=yes";
+        QTest::newRow("compare one") << head + "compare: a\n" << "t.lesson:3: compare: needs two";
+        QTest::newRow("bad record") << head + "run: strategy=ddp record=maybe\n" << "t.lesson:3: run record: 'maybe' is not yes or no";
         QTest::newRow("deep") << head + "reveal: r\nmeasure: " + QString(100, '(') + "params" + QString(100, ')') + "\n"
                               << "t.lesson:4: measure: too deeply nested";
     }
