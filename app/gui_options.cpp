@@ -26,13 +26,14 @@ GuiOptions parseGuiOptions(const QStringList &args)
     const QCommandLineOption strategy(QStringLiteral("strategy"), QString(), QStringLiteral("S"));
     const QCommandLineOption screenshot(QStringLiteral("screenshot"), QString(), QStringLiteral("FILE"));
     const QCommandLineOption replay(QStringLiteral("replay"), QString(), QStringLiteral("SESSION"));
+    const QCommandLineOption compare(QStringLiteral("compare"), QString(), QStringLiteral("SESSION"));
     const QCommandLineOption listen(QStringLiteral("listen"), QString(), QStringLiteral("PORT"));
     const QCommandLineOption token(QStringLiteral("token"), QString(), QStringLiteral("T"));
     const QCommandLineOption advertise(QStringLiteral("advertise"), QString(), QStringLiteral("ADDR"));
     const QCommandLineOption budget(QStringLiteral("timeline-budget"), QString(), QStringLiteral("MIB"));
     const QCommandLineOption lesson(QStringLiteral("lesson"), QString(), QStringLiteral("NAME"));
     const QCommandLineOption lessonStep(QStringLiteral("lesson-step"), QString(), QStringLiteral("K"));
-    parser.addOptions({help, version, projector, nodes, steps, strategy, screenshot, replay, listen, token, advertise,
+    parser.addOptions({help, version, projector, nodes, steps, strategy, screenshot, replay, compare, listen, token, advertise,
                        budget, lesson, lessonStep});
 
     GuiOptions options;
@@ -46,6 +47,7 @@ GuiOptions parseGuiOptions(const QStringList &args)
     options.projector = parser.isSet(projector);
     options.screenshot = parser.value(screenshot);
     options.replay = parser.value(replay);
+    options.compare = parser.value(compare);
     if (parser.isSet(strategy))
         options.strategy = parser.value(strategy);
     // The first bad value is the one reported.
@@ -70,6 +72,8 @@ GuiOptions parseGuiOptions(const QStringList &args)
         else if (options.lesson.isEmpty())
             fail(QStringLiteral("--lesson-step needs --lesson NAME|FILE"));
     }
+    if (!options.compare.isEmpty() && options.replay.isEmpty())
+        fail(QStringLiteral("--compare B needs --replay A"));
     if (!options.lesson.isEmpty() && !options.replay.isEmpty())
         fail(QStringLiteral("--lesson runs the live cluster: it does not go with --replay"));
     if (parser.isSet(steps)) {

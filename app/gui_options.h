@@ -38,6 +38,7 @@ struct GuiOptions {
     QString strategy = QStringLiteral("ddp");
     QString screenshot;
     QString replay;
+    QString compare; // with replay: a second session beside it
     QString lesson;      // --lesson NAME|FILE: open it at start
     int lessonStep = -1; // --lesson-step K: run it to step K (1-based); -1: stay at its first step
     ListenSettings listen; // what the flags set; unset fields come from the remembered settings

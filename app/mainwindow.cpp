@@ -1,5 +1,6 @@
 #include "mainwindow.h"
 
+#include "compare_controller.h"
 #include "gui_options.h"
 #include "lesson_ui.h"
 #include "engine/session/session_reader.h"
@@ -100,6 +101,8 @@ MainWindow::MainWindow(EngineController *engine, QWidget *parent) : QMainWindow(
     m_chartsDock = chartsDock;
     m_replayController = new ReplayController(this);
     buildReplayBar();
+    m_compare = new CompareController(this, m_replayController, m_timeline, m_charts, m_memoryView);
+    connect(this, &MainWindow::projectorModeChanged, m_compare, &CompareController::setProjectorMode);
     buildMenus();
 
     // The live cluster. While a session is open its updates wait (the
@@ -430,6 +433,7 @@ void MainWindow::buildMenus()
     QMenu *file = menuBar()->addMenu(tr("&File"));
     file->setObjectName(QStringLiteral("fileMenu"));
     file->addAction(tr("&Open session..."), QKeySequence::Open, this, &MainWindow::chooseSession);
+    file->addAction(tr("Co&mpare with..."), m_compare, &CompareController::choose);
     QAction *closeReplayAction = file->addAction(tr("&Close replay"), QKeySequence::Close, this, &MainWindow::closeReplay);
     connect(m_replayController, &ReplayController::opened, closeReplayAction, [closeReplayAction] { closeReplayAction->setEnabled(true); });
     connect(m_replayController, &ReplayController::closed, closeReplayAction, [closeReplayAction] { closeReplayAction->setEnabled(false); });
@@ -902,6 +906,7 @@ bool MainWindow::openSession(const QString &path, QString *error, bool quiet)
     };
     if (m_engine->isRunning())
         return refuse(tr("A run is in progress: stop it (Ctrl+.) before opening a session."));
+    m_compare->close();
     if (m_replaying)
         closeReplay();
     QString why;
@@ -958,7 +963,7 @@ bool MainWindow::openSession(const QString &path, QString *error, bool quiet)
 
 void MainWindow::closeReplay()
 {
-    if (!m_replaying)
+    if (!m_replaying || m_compare->close()) // a compared run B goes first
         return;
     m_replayController->close();
     m_replaying = false;

@@ -50,6 +50,7 @@ struct TimelineHit;
 
 namespace smol::app {
 
+class CompareController;
 class LessonUi;
 class ReplayController;
 class RunControls;
@@ -71,6 +72,8 @@ public:
     void closeReplay();
     bool isReplaying() const { return m_replaying; }
     ReplayController *replay() const { return m_replayController; }
+    // File > Compare with...: a second run B beside the replay (Ctrl+W closes B first).
+    CompareController *compare() const { return m_compare; }
     widgets::TimelineView *timeline() const { return m_timeline; }
     // Exports (File menu); false with a one-line reason.
     bool exportTimelinePng(const QString &path, QString *error = nullptr);
@@ -164,6 +167,7 @@ private:
     QSpinBox *m_jumpStep = nullptr;
 
     ReplayController *m_replayController = nullptr;
+    CompareController *m_compare = nullptr;
     LessonUi *m_lessons = nullptr;
     QDockWidget *m_timelineDock = nullptr;
     QDockWidget *m_chartsDock = nullptr;

@@ -2,6 +2,7 @@
 // bridge (a coordinator and N local nodes, threads of this process talking
 // the same authenticated TCP protocol remote nodes use), show the window.
 // The GUI thread never waits on the network or on training.
+#include "compare_controller.h"
 #include "engine_controller.h"
 #include "gui_options.h"
 #include "lesson_ui.h"
@@ -25,7 +26,7 @@ using smol::app::GuiOptions;
 
 const char kUsage[] = R"(Usage: smolcluster [--nodes N] [--strategy S] [--steps K] [--projector]
                    [--listen PORT --token T [--advertise ADDR]] [--timeline-budget MIB]
-                   [--replay SESSION] [--lesson NAME|FILE [--lesson-step K]]
+                   [--replay SESSION [--compare SESSION]] [--lesson NAME|FILE [--lesson-step K]]
                    [--screenshot FILE.png]
 
 Opens the control panel with a ready local cluster: N nodes that are
@@ -59,6 +60,8 @@ Options:
                          recording; 0: keep everything)
   --replay SESSION       open a recorded session (`smolctl train --record`,
                          or Ctrl+R here) in the window, as File > Open does
+  --compare SESSION      with --replay A: open B beside it, as File > Compare
+                         with... does (one scrubber moves both)
   --screenshot FILE.png  train K steps (default 20) at once, save the window
                          to FILE.png when the run ends and exit (0 if the
                          run finished and the image is not blank); with
@@ -241,6 +244,13 @@ int main(int argc, char **argv)
         if (!window.openSession(options.replay, &error, /*quiet=*/true)) {
             std::fprintf(stderr, "smolcluster: %s\n", qPrintable(error));
             return 1;
+        }
+        if (!options.compare.isEmpty()) {
+            if (!window.compare()->open(options.compare, &error, /*quiet=*/true)) {
+                std::fprintf(stderr, "smolcluster: %s\n", qPrintable(error));
+                return 1;
+            }
+            window.showView(QStringLiteral("memory")); // both runs' bars side by side
         }
     }
     if (!options.lesson.isEmpty())

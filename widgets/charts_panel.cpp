@@ -302,6 +302,54 @@ void ChartsPanel::addSteps(const QVector<StepPoint> &points)
         plot(m_bytes, ensureBytesSeries(r), bytes[std::size_t(r)]);
 }
 
+void ChartsPanel::addComparisonSteps(const QVector<StepPoint> &points)
+{
+    if (!m_bLoss) {
+        auto dashed = [this](Plot &plot, const QString &name, QColor colour) {
+            auto *series = new QLineSeries(this);
+            series->setName(name);
+            addSeries(plot, series, colour.lighter(220));
+            QPen pen = series->pen();
+            pen.setStyle(Qt::DashLine);
+            pen.setWidthF(m_projector ? 4 : 2);
+            series->setPen(pen);
+            return series;
+        };
+        m_bLoss = dashed(m_loss, tr("B loss"), kTrainColour);
+        m_bSamples = dashed(m_throughput, tr("B samples/s"), kSamplesColour);
+        m_samples->setName(tr("A samples/s"));
+        m_throughput.view->chart()->legend()->show();
+    }
+    QList<QPointF> loss, samples;
+    for (const StepPoint &point : points) {
+        loss.append(QPointF(double(point.step), point.loss));
+        samples.append(QPointF(double(point.step), point.samplesPerSecond));
+    }
+    plot(m_loss, m_bLoss, loss);
+    plot(m_throughput, m_bSamples, samples);
+}
+
+void ChartsPanel::clearComparison()
+{
+    if (m_bLoss) {
+        m_bLoss->clear();
+        m_bSamples->clear();
+    }
+}
+
+void ChartsPanel::removeComparison()
+{
+    if (!m_bLoss)
+        return;
+    for (auto [plot, series] : {std::pair{&m_loss, m_bLoss}, std::pair{&m_throughput, m_bSamples}}) {
+        plot->view->chart()->removeSeries(series);
+        delete series;
+    }
+    m_bLoss = m_bSamples = nullptr;
+    m_samples->setName(tr("samples/s"));
+    m_throughput.view->chart()->legend()->hide();
+}
+
 void ChartsPanel::addTestPoint(std::int64_t step, double value)
 {
     plot(m_loss, m_testLoss, double(step), value);
@@ -388,6 +436,7 @@ void ChartsPanel::clear()
     m_trainLoss->clear();
     m_testLoss->clear();
     m_samples->clear();
+    clearComparison();
     for (QLineSeries *series : bytesLines()) {
         m_bytes.view->chart()->removeSeries(series);
         delete series;

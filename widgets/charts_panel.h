@@ -57,6 +57,16 @@ public:
     void addTestPoint(std::int64_t step, double value);
     void clear();
 
+    // A second run beside the first (File > Compare with...): its loss and
+    // samples/s as dashed, lighter lines named "B loss" and "B samples/s"
+    // on the same charts, by step. clear() empties them too;
+    // clearComparison() only them, removeComparison() takes them off.
+    void addComparisonSteps(const QVector<StepPoint> &points);
+    void clearComparison();
+    void removeComparison();
+    QLineSeries *comparisonLossSeries() const { return m_bLoss; }
+    QLineSeries *comparisonSamplesSeries() const { return m_bSamples; }
+
     // Larger type and thicker lines for a classroom projector.
     void setProjectorMode(bool on);
     // The legend's name of each rank's bytes line (displayName(): the
@@ -116,6 +126,8 @@ private:
     QLineSeries *m_trainLoss = nullptr;
     QLineSeries *m_testLoss = nullptr;
     QLineSeries *m_samples = nullptr;
+    QLineSeries *m_bLoss = nullptr;    // the compared run's, while one is open
+    QLineSeries *m_bSamples = nullptr;
     std::vector<QLineSeries *> m_bytesPerRank;
     QStringList m_rankNames;
     std::vector<QLineSeries *> m_bytesGroups; // max, mean, min

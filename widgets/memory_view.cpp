@@ -123,6 +123,9 @@ MemoryView::Geometry MemoryView::geometry() const
     for (const NodeState &n : m_state->nodes)
         maxBytes = std::max({maxBytes, double(n.memory.live), double(n.memory.peak),
                              double(stackedBytes(n.memory)), double(n.predictedBytes.value_or(0))});
+    if (m_compare)
+        for (const NodeState &n : m_compare->nodes)
+            maxBytes = std::max({maxBytes, double(n.memory.live), double(stackedBytes(n.memory))});
     g.ticks = axisTicks(maxBytes / kMiB * 1.04, 5);
     double labelWidth = fm.horizontalAdvance(QStringLiteral("MiB"));
     const int decimals = decimalsFor(g.ticks.size() > 1 ? g.ticks[1] : 1);
@@ -164,6 +167,12 @@ void MemoryView::paintLegend(QPainter &p, const Geometry &g, const Palette &pal)
         p.drawText(QRectF(swatch.right() + 0.35 * h, item.top(), item.right() - swatch.right(), h),
                    Qt::AlignLeft | Qt::AlignVCenter, labels[i]);
     }
+}
+
+void MemoryView::setComparisonState(ClusterStatePtr b)
+{
+    m_compare = std::move(b);
+    update();
 }
 
 void MemoryView::paintEvent(QPaintEvent *)
@@ -211,7 +220,10 @@ void MemoryView::paintEvent(QPaintEvent *)
     const double barWidth = std::min(g.slot * (g.hasPredicted ? 0.4 : 0.55), 5.5 * f);
     const double predictedWidth = 0.8 * barWidth;
     const double between = g.hasPredicted ? 0.12 * barWidth : 0;
-    const double groupWidth = barWidth + (g.hasPredicted ? between + predictedWidth : 0);
+    const double compareWidth = m_compare ? 0.8 * barWidth : 0;
+    const double compareGap = m_compare ? 0.12 * barWidth : 0;
+    const double groupWidth =
+        barWidth + (g.hasPredicted ? between + predictedWidth : 0) + (m_compare ? compareGap + compareWidth : 0);
     for (int slot = 0; slot < g.order.size(); ++slot) {
         const NodeState &node = m_state->nodes[g.order[slot]];
         const bool lost = node.state == NodeRunState::Lost;
@@ -259,8 +271,9 @@ void MemoryView::paintEvent(QPaintEvent *)
         }
 
         if (node.predictedBytes) {
-            const QRectF hollow(QPointF(bar.right() + between, yOf(double(*node.predictedBytes))),
-                                QPointF(bar.right() + between + predictedWidth, yOf(0)));
+            const double hollowLeft = bar.right() + (m_compare ? compareGap + compareWidth : 0) + between;
+            const QRectF hollow(QPointF(hollowLeft, yOf(double(*node.predictedBytes))),
+                                QPointF(hollowLeft + predictedWidth, yOf(0)));
             p.setPen(QPen(pal.predicted, m_projector ? 3 : 1.5, Qt::DashLine, Qt::FlatCap));
             p.setBrush(Qt::NoBrush);
             p.drawRect(hollow.adjusted(0.5, 0.5, -0.5, 0));
@@ -277,6 +290,34 @@ void MemoryView::paintEvent(QPaintEvent *)
                            Qt::AlignCenter, text);
                 p.restore();
             }
+        }
+
+        // The compared run's node of this rank, lighter, with a "B" on top.
+        const NodeState *other = nullptr;
+        if (m_compare)
+            for (const NodeState &n : m_compare->nodes)
+                if (n.rank == node.rank && n.rank >= 0)
+                    other = &n;
+        if (m_compare) {
+            const double bLeft = left + barWidth + compareGap;
+            double bBytes = 0;
+            if (other)
+                for (MemoryCategory c : kMemoryCategories) {
+                    const double b = double(categoryBytes(other->memory, c));
+                    if (b <= 0)
+                        continue;
+                    QColor color = pal.category(c);
+                    color.setAlphaF(0.5);
+                    p.fillRect(QRectF(QPointF(bLeft, yOf(bBytes + b)), QPointF(bLeft + compareWidth, yOf(bBytes))), color);
+                    bBytes += b;
+                }
+            p.setPen(QPen(pal.text, 1, other ? Qt::SolidLine : Qt::DotLine));
+            p.setBrush(Qt::NoBrush);
+            p.drawRect(QRectF(QPointF(bLeft, yOf(bBytes)), QPointF(bLeft + compareWidth, yOf(0))));
+            p.setFont(small);
+            p.drawText(QRectF(bLeft - compareWidth, yOf(bBytes) - sfm.height() - 0.1 * f, 3 * compareWidth,
+                              sfm.height()),
+                       Qt::AlignHCenter | Qt::AlignBottom, other ? tr("B") : tr("B \u2014"));
         }
 
         // Under the slot: the node's name, then its rank and any state worth a word.

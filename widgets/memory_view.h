@@ -27,6 +27,11 @@ public:
 
     void setState(ClusterStatePtr state);
     ClusterStatePtr state() const { return m_state; }
+    // A compared run (File > Compare with...): beside each node's bar, a
+    // lighter stacked bar labelled "B" for the node of the same rank in
+    // this snapshot, on the same scale; nullptr: none.
+    void setComparisonState(ClusterStatePtr b);
+    ClusterStatePtr comparisonState() const { return m_compare; }
 
     // Large fonts, thick lines and the high-contrast palette.
     void setProjectorMode(bool on);
@@ -61,6 +66,7 @@ private:
     void paintLegend(QPainter &p, const Geometry &g, const Palette &pal) const;
 
     ClusterStatePtr m_state;
+    ClusterStatePtr m_compare;
     bool m_projector = false;
 };
 

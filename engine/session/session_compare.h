@@ -107,6 +107,11 @@ struct SessionComparison {
 
 SessionComparison compareRuns(const RunFigures &a, const RunFigures &b);
 
+// A figure and a ratio as the command's table writes them ("12.5 KiB",
+// "1.500"; "\u2014" for none); the window's compare table uses the same.
+QString formatValue(FigureUnit unit, std::optional<double> v);
+QString formatRatio(std::optional<double> r);
+
 // smolctl compare A.smolrec B.smolrec [--json]. Exit codes as
 // session_commands.h: 0, 1 a file that cannot be read (one line on stderr),
 // 2 bad arguments.

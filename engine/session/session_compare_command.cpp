@@ -64,6 +64,8 @@ line on stderr), 2 for bad arguments.
 
 const char kNone[] = "\u2014";
 
+} // namespace
+
 QString formatValue(FigureUnit unit, std::optional<double> v)
 {
     if (!v)
@@ -97,6 +99,8 @@ QString formatRatio(std::optional<double> r)
         return QString::fromUtf8(kNone);
     return QString::number(*r, 'f', std::abs(*r) >= 100 ? 0 : 3);
 }
+
+namespace {
 
 QString formatConfig(const QJsonValue &v)
 {

@@ -1,0 +1,94 @@
+#include "compare_table.h"
+
+#include <QFont>
+
+namespace smol::widgets {
+
+CompareTableModel::CompareTableModel(QObject *parent)
+    : QAbstractTableModel(parent)
+{
+}
+
+void CompareTableModel::setRows(const QVector<CompareTableRow> &rows)
+{
+    beginResetModel();
+    m_rows = rows;
+    endResetModel();
+}
+
+int CompareTableModel::find(const QString &figure, const QString &fromSection) const
+{
+    bool inSection = fromSection.isEmpty();
+    for (int i = 0; i < m_rows.size(); ++i) {
+        const CompareTableRow &r = m_rows[i];
+        if (r.section) {
+            if (!fromSection.isEmpty())
+                inSection = r.figure == fromSection;
+            continue;
+        }
+        if (inSection && r.figure.trimmed() == figure)
+            return i;
+    }
+    return -1;
+}
+
+int CompareTableModel::rowCount(const QModelIndex &parent) const
+{
+    return parent.isValid() ? 0 : int(m_rows.size());
+}
+
+int CompareTableModel::columnCount(const QModelIndex &parent) const
+{
+    return parent.isValid() ? 0 : NUM_COLUMNS;
+}
+
+QVariant CompareTableModel::data(const QModelIndex &index, int role) const
+{
+    if (!index.isValid() || index.row() >= m_rows.size())
+        return {};
+    const CompareTableRow &r = m_rows[index.row()];
+    if (role == Qt::DisplayRole || role == Qt::ToolTipRole) {
+        if (r.section)
+            return index.column() == Figure ? QVariant(r.figure) : QVariant();
+        switch (index.column()) {
+        case Figure:
+            return r.figure;
+        case A:
+            return r.a;
+        case B:
+            return r.b;
+        case Ratio:
+            return r.ratio;
+        default:
+            return {};
+        }
+    }
+    if (role == Qt::FontRole && r.section) {
+        QFont f;
+        f.setBold(true);
+        return f;
+    }
+    if (role == Qt::TextAlignmentRole && index.column() != Figure)
+        return int(Qt::AlignRight | Qt::AlignVCenter);
+    return {};
+}
+
+QVariant CompareTableModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+        return {};
+    switch (section) {
+    case Figure:
+        return tr("figure");
+    case A:
+        return tr("A");
+    case B:
+        return tr("B");
+    case Ratio:
+        return tr("B/A");
+    default:
+        return {};
+    }
+}
+
+} // namespace smol::widgets
