@@ -207,6 +207,8 @@ void LessonRunner::startWork()
         continueRun();
         return;
     }
+    if (!step.compareA.isEmpty())
+        abandonRun(); // the window replays the two recordings: no live run held meanwhile
     reach(); // text and reveals only
 }
 
@@ -341,6 +343,8 @@ void LessonRunner::reach()
                         .arg(m_runSettings.steps);
     evaluate();
     const LessonStep &step = m_lesson.steps[m_index];
+    if (!step.compareA.isEmpty())
+        st.status = tr("Side by side: %1 and %2 (one scrubber moves both)").arg(step.compareA, step.compareB);
     if (!step.compareA.isEmpty())
         Q_EMIT compareRequested(m_recordings.value(step.compareA), m_recordings.value(step.compareB));
     Q_EMIT focusRequested(m_lesson.steps[m_index].focus);

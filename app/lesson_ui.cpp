@@ -1,7 +1,9 @@
 #include "lesson_ui.h"
 
 #include "lesson.h"
+#include "compare_controller.h"
 #include "lesson_runner.h"
+#include "replay_controller.h"
 #include "mainwindow.h"
 #include "widgets/cluster_view.h"
 #include "widgets/lesson_panel.h"
@@ -11,9 +13,12 @@
 #include <QFileDialog>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QStatusBar>
 #include <QTabBar>
 #include <QTabWidget>
 #include <QTimer>
+
+#include <memory>
 
 namespace smol::app {
 
@@ -32,7 +37,11 @@ LessonUi::LessonUi(MainWindow *window, EngineController *engine)
     m_panel->installPresenterKeys(window);
 
     connect(m_runner, &LessonRunner::viewChanged, this, &LessonUi::showView);
-    connect(m_runner, &LessonRunner::settingsApplied, window, &MainWindow::setSettings);
+    connect(m_runner, &LessonRunner::settingsApplied, this, [this](const RunSettings &settings) {
+        closeComparison(); // a step's run: the live cluster again
+        m_window->setSettings(settings);
+    });
+    connect(m_runner, &LessonRunner::compareRequested, this, &LessonUi::showComparison);
     connect(m_runner, &LessonRunner::focusRequested, this, &LessonUi::applyFocus);
     connect(m_runner, &LessonRunner::finished, this, &LessonUi::close);
     connect(m_panel, &widgets::LessonPanel::nextRequested, m_runner, &LessonRunner::next);
@@ -102,8 +111,9 @@ bool LessonUi::open(const QString &nameOrPath, QString *error, bool quiet)
             QMessageBox::warning(m_window, tr("Open lesson"), why);
         return false;
     }
-    if (m_window->isReplaying())
-        m_window->closeReplay(); // a lesson drives the live cluster
+    for (int i = 0; i < 2 && m_window->isReplaying(); ++i)
+        m_window->closeReplay(); // a lesson drives the live cluster (a compared B closes first, then A)
+    m_comparing = false;
     m_dock->setWindowTitle(tr("Lesson: %1").arg(lesson.title));
     // The panel takes the right edge from top to bottom (the timeline and
     // charts give up that corner), as wide as it needs and no wider: the
@@ -201,6 +211,40 @@ void LessonUi::showView()
         return;
     }
     QTimer::singleShot(0, m_runner, &LessonRunner::next);
+}
+
+void LessonUi::showComparison(const QString &fileA, const QString &fileB)
+{
+    // The run the step before held is being stopped (the runner left it):
+    // a replay opens once the live cluster has no run going.
+    auto *wait = new QTimer(this);
+    auto tries = std::make_shared<int>(0);
+    connect(wait, &QTimer::timeout, this, [this, wait, tries, fileA, fileB] {
+        if (m_engine->isRunning() && ++*tries < 100)
+            return;
+        wait->deleteLater();
+        QString error;
+        if (!m_window->openSession(fileA, &error, /*quiet=*/true) ||
+            !m_window->compare()->open(fileB, &error, /*quiet=*/true)) {
+            m_window->statusBar()->showMessage(tr("Lesson: cannot compare the runs: %1").arg(error), 10000);
+            return;
+        }
+        m_comparing = true;
+        m_window->replay()->seek(m_window->replay()->endNs()); // both runs as they ended
+        showBottomDocks(true);
+        m_window->compare()->dock()->show();
+        m_window->compare()->dock()->raise(); // the compare table (a tab beside the timeline on a projector)
+    });
+    wait->start(50);
+}
+
+void LessonUi::closeComparison()
+{
+    if (!m_comparing)
+        return;
+    m_comparing = false;
+    for (int i = 0; i < 2 && m_window->isReplaying(); ++i)
+        m_window->closeReplay(); // B, then A
 }
 
 void LessonUi::showBottomDocks(bool on)

@@ -59,6 +59,9 @@ private:
     void setProjectorMode(bool on);
     void placeTabs();
     void showBottomDocks(bool on); // the timeline and charts docks
+    // A step's `compare: A B`: A's recording replayed with B compared.
+    void showComparison(const QString &fileA, const QString &fileB);
+    void closeComparison();
 
     MainWindow *m_window;
     EngineController *m_engine;
@@ -68,6 +71,7 @@ private:
     QDockWidget *m_dock = nullptr;
     QMenu *m_menu = nullptr;
     QAction *m_close = nullptr;
+    bool m_comparing = false; // the window shows a lesson's two recordings
     int m_runTo = -1; // runTo's target step (0-based), -1: none
     std::function<void(bool, const QString &)> m_runToDone;
 };

@@ -7,6 +7,7 @@
 // window's tab; a lesson file with an error is refused in one line.
 #include "app/lesson.h"
 #include "app/lesson_runner.h"
+#include "app/compare_controller.h"
 #include "app/lesson_ui.h"
 #include "app/mainwindow.h"
 #include "widgets/lesson_panel.h"
@@ -109,6 +110,12 @@ void TestLessonWindow::everyLessonRunsThrough()
     }
     QVERIFY(titleShown);
     QVERIFY(v.reveals.isEmpty() || measuredShown);
+    // The ZeRO lesson ends with its two recorded runs side by side.
+    const bool compares = !lesson.steps.last().compareA.isEmpty();
+    if (compares) {
+        QTRY_VERIFY_WITH_TIMEOUT(m_window->isReplaying(), 10000);
+        QTRY_VERIFY(m_window->compare()->isOpen());
+    }
     ui->close();
     QVERIFY(!ui->isOpen());
     QVERIFY(!ui->dock()->isVisible());
