@@ -185,6 +185,7 @@ void TestCompareWindow::comparesTwoRuns()
     QTRY_COMPARE(charts->comparisonLossSeries()->count(), 10);
     QTRY_COMPARE(charts->trainLossSeries()->count(), 10);
     QCOMPARE(charts->comparisonSamplesSeries()->count(), 10);
+    QCOMPARE(charts->comparisonBytesSeries()->count(), 10); // B's bytes/s, the mean per node
     if (const QByteArray grab = qgetenv("SMOL_COMPARE_CHARTS_PNG"); !grab.isEmpty()) {
         window.showView(QStringLiteral("charts"));
         window.resize(1400, 900);

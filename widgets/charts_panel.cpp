@@ -317,16 +317,24 @@ void ChartsPanel::addComparisonSteps(const QVector<StepPoint> &points)
         };
         m_bLoss = dashed(m_loss, tr("B loss"), kTrainColour);
         m_bSamples = dashed(m_throughput, tr("B samples/s"), kSamplesColour);
+        m_bBytes = dashed(m_bytes, tr("B, mean per node"), Qt::darkGray);
         m_samples->setName(tr("A samples/s"));
         m_throughput.view->chart()->legend()->show();
     }
-    QList<QPointF> loss, samples;
+    QList<QPointF> loss, samples, bytes;
     for (const StepPoint &point : points) {
         loss.append(QPointF(double(point.step), point.loss));
         samples.append(QPointF(double(point.step), point.samplesPerSecond));
+        if (!point.bytesPerSecondPerNode.isEmpty()) {
+            double sum = 0;
+            for (double v : point.bytesPerSecondPerNode)
+                sum += v;
+            bytes.append(QPointF(double(point.step), sum / double(point.bytesPerSecondPerNode.size()) / m_bytes.yScale));
+        }
     }
     plot(m_loss, m_bLoss, loss);
     plot(m_throughput, m_bSamples, samples);
+    plot(m_bytes, m_bBytes, bytes);
 }
 
 void ChartsPanel::clearComparison()
@@ -334,6 +342,7 @@ void ChartsPanel::clearComparison()
     if (m_bLoss) {
         m_bLoss->clear();
         m_bSamples->clear();
+        m_bBytes->clear();
     }
 }
 
@@ -341,11 +350,12 @@ void ChartsPanel::removeComparison()
 {
     if (!m_bLoss)
         return;
-    for (auto [plot, series] : {std::pair{&m_loss, m_bLoss}, std::pair{&m_throughput, m_bSamples}}) {
+    for (auto [plot, series] :
+         {std::pair{&m_loss, m_bLoss}, std::pair{&m_throughput, m_bSamples}, std::pair{&m_bytes, m_bBytes}}) {
         plot->view->chart()->removeSeries(series);
         delete series;
     }
-    m_bLoss = m_bSamples = nullptr;
+    m_bLoss = m_bSamples = m_bBytes = nullptr;
     m_samples->setName(tr("samples/s"));
     m_throughput.view->chart()->legend()->hide();
 }

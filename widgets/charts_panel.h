@@ -66,6 +66,7 @@ public:
     void removeComparison();
     QLineSeries *comparisonLossSeries() const { return m_bLoss; }
     QLineSeries *comparisonSamplesSeries() const { return m_bSamples; }
+    QLineSeries *comparisonBytesSeries() const { return m_bBytes; }
 
     // Larger type and thicker lines for a classroom projector.
     void setProjectorMode(bool on);
@@ -128,6 +129,7 @@ private:
     QLineSeries *m_samples = nullptr;
     QLineSeries *m_bLoss = nullptr;    // the compared run's, while one is open
     QLineSeries *m_bSamples = nullptr;
+    QLineSeries *m_bBytes = nullptr; // the compared run's bytes/s, the mean per node
     std::vector<QLineSeries *> m_bytesPerRank;
     QStringList m_rankNames;
     std::vector<QLineSeries *> m_bytesGroups; // max, mean, min
