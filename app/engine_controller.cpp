@@ -12,6 +12,7 @@
 #include "engine/model.h"
 #include "engine/placement.h"
 #include "engine/session/session_recorder.h"
+#include "engine/session/span_time.h"
 #include "engine/strategy.h"
 #include "engine/trainer.h"
 #include "engine/cluster/config_json.h"
@@ -30,7 +31,6 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -86,17 +86,18 @@ public:
         {
             std::lock_guard lock(m_mutex);
             m_timelineSpans.push_back(s);
+            // A rank's spans for its idle share (bounded: past the bound the
+            // figures are those of the run's first part, steps included).
             PerRank &r = m_perRank[s.node];
             using K = engine::SpanEvent::Kind;
-            if ((s.kind == K::Forward || s.kind == K::Backward || s.kind == K::Optimizer) && s.endNs > s.startNs &&
-                r.compute.size() < kMaxComputeSpans)
-                r.compute.emplace_back(s.startNs, s.endNs);
-            if ((s.kind == K::Collective || s.kind == K::Pause) && s.endNs > s.startNs &&
-                r.waiting.size() < kMaxComputeSpans)
-                r.waiting.emplace_back(s.startNs, s.endNs);
-            if (s.kind == K::Step) {
-                r.firstStepNs = r.firstStepNs < 0 ? s.startNs : std::min(r.firstStepNs, s.startNs);
-                r.lastStepNs = std::max(r.lastStepNs, s.endNs);
+            const std::size_t held = r.compute.size() + r.waits.size() + r.steps.size();
+            if (held < kMaxRankSpans) {
+                if (s.kind == K::Forward || s.kind == K::Backward || s.kind == K::Optimizer)
+                    r.compute.emplace_back(s.startNs, s.endNs);
+                else if (s.kind == K::Collective || s.kind == K::Pause)
+                    r.waits.emplace_back(s.startNs, s.endNs);
+                else if (s.kind == K::Step)
+                    r.steps.emplace_back(s.startNs, s.endNs);
             }
         }
         forward([&](auto *n) { n->onSpan(s); });
@@ -149,9 +150,10 @@ public:
         spans.swap(m_timelineSpans);
         memory.swap(m_timelineMemory);
     }
-    // Per rank since reset(): compute time (in its forward, backward and
-    // optimizer spans, not in a collective), its first step's start to its last
-    // step's end, and the most activations any memory sample showed.
+    // Per rank since reset(): its busy time (engine/session/span_time.h:
+    // in compute spans, not in a collective or pause, from its first step's
+    // start to its last step's end; what `smolctl compare` measures too) and
+    // the most activations any memory sample showed.
     struct RankFigures {
         std::int64_t computeNs = 0;
         std::int64_t wallNs = 0;
@@ -159,37 +161,17 @@ public:
     };
     std::map<int, RankFigures> rankFigures()
     {
+        using namespace engine::spantime;
         std::lock_guard lock(m_mutex);
         std::map<int, RankFigures> out;
-        for (auto &[rank, r] : m_perRank) {
+        for (const auto &[rank, r] : m_perRank) {
             RankFigures f;
-            // Compute: inside a compute span and not inside a collective
-            // (ddp all-reduces inside backward: that time is waiting).
-            const auto compute = merged(r.compute), waiting = merged(r.waiting);
-            std::size_t w = 0;
-            for (const auto &[a, b] : compute) {
-                f.computeNs += b - a;
-                while (w < waiting.size() && waiting[w].second <= a)
-                    ++w;
-                for (std::size_t j = w; j < waiting.size() && waiting[j].first < b; ++j)
-                    f.computeNs -= std::min(b, waiting[j].second) - std::max(a, waiting[j].first);
+            if (const auto busy = busyTime(merged(r.steps), merged(r.compute), merged(r.waits))) {
+                f.computeNs = busy->computeNs;
+                f.wallNs = busy->wallNs;
             }
-            f.wallNs = r.firstStepNs >= 0 ? r.lastStepNs - r.firstStepNs : 0;
             f.activationPeak = r.activationPeak;
             out[rank] = f;
-        }
-        return out;
-    }
-    using Intervals = std::vector<std::pair<std::int64_t, std::int64_t>>;
-    static Intervals merged(Intervals v)
-    {
-        std::sort(v.begin(), v.end());
-        Intervals out;
-        for (const auto &iv : v) {
-            if (!out.empty() && iv.first <= out.back().second)
-                out.back().second = std::max(out.back().second, iv.second);
-            else
-                out.push_back(iv);
         }
         return out;
     }
@@ -223,13 +205,10 @@ private:
     std::vector<engine::SpanEvent> m_timelineSpans;
     std::vector<engine::MemorySample> m_timelineMemory;
     struct PerRank {
-        std::vector<std::pair<std::int64_t, std::int64_t>> compute;
-        std::vector<std::pair<std::int64_t, std::int64_t>> waiting; // collective and pause spans
-        std::int64_t firstStepNs = -1;
-        std::int64_t lastStepNs = 0;
+        engine::spantime::Intervals compute, waits, steps; // waits: collective and pause spans
         std::int64_t activationPeak = 0;
     };
-    static constexpr std::size_t kMaxComputeSpans = 1 << 20; // per rank; ~16 MiB at most
+    static constexpr std::size_t kMaxRankSpans = 1 << 17; // per rank: 2 MiB at most
     std::map<int, PerRank> m_perRank;
     bool m_dirty = true;
 };

@@ -58,6 +58,7 @@ struct NodeMeasurement {
     widgets::MemoryBytes memory; // at the end of the last step
     qint64 activationPeak = 0;   // the most activations seen at any collective boundary or step end
     double computeSeconds = 0;   // in forward, backward and optimizer spans, not in a collective or pause
+                                 // (engine/session/span_time.h, as smolctl compare measures it)
     double wallSeconds = 0;      // its first step's start to its last step's end
     double idleShare = 0;        // 1 - compute / wall
 };

@@ -2,6 +2,7 @@
 // set side by side (compareRuns). What each figure counts:
 // docs/session-format.md §9; the command is session_compare_command.cpp.
 #include "session_compare.h"
+#include "span_time.h"
 
 #include "session_reader.h"
 
@@ -18,52 +19,11 @@ namespace smol::engine {
 
 namespace {
 
-// ---- time as sets of intervals --------------------------------------------
-
-using Interval = std::pair<std::int64_t, std::int64_t>; // [start, end] in ns
-using Intervals = std::vector<Interval>;                // sorted, disjoint once merged
-
-Intervals merged(Intervals v)
-{
-    std::sort(v.begin(), v.end());
-    Intervals out;
-    for (const Interval &i : v) {
-        if (i.second <= i.first)
-            continue;
-        if (!out.empty() && i.first <= out.back().second)
-            out.back().second = std::max(out.back().second, i.second);
-        else
-            out.push_back(i);
-    }
-    return out;
-}
-
-std::int64_t length(const Intervals &v)
-{
-    std::int64_t sum = 0;
-    for (const Interval &i : v)
-        sum += i.second - i.first;
-    return sum;
-}
-
-// Both merged: the time they share.
-std::int64_t overlap(const Intervals &a, const Intervals &b)
-{
-    std::int64_t sum = 0;
-    for (std::size_t i = 0, j = 0; i < a.size() && j < b.size();) {
-        sum +=
-            std::max<std::int64_t>(0, std::min(a[i].second, b[j].second) - std::max(a[i].first, b[j].first));
-        (a[i].second < b[j].second ? i : j)++;
-    }
-    return sum;
-}
-
-// Merged: does one of them hold t?
-bool contains(const Intervals &v, std::int64_t t)
-{
-    auto it = std::upper_bound(v.begin(), v.end(), Interval{t, std::numeric_limits<std::int64_t>::max()});
-    return it != v.begin() && t <= std::prev(it)->second;
-}
+using spantime::contains;
+using spantime::Interval;
+using spantime::Intervals;
+using spantime::merged;
+using spantime::overlap;
 
 std::optional<double> median(std::vector<double> v)
 {
@@ -147,18 +107,10 @@ bool isCompute(SpanEvent::Kind k)
 // end; waits inside compute spans (ddp all-reduces inside backward) are idle.
 std::optional<double> idleShare(const NodeSpans &s)
 {
-    if (s.steps.empty())
+    const auto busy = spantime::busyTime(s.steps, s.compute, s.waits);
+    if (!busy)
         return std::nullopt;
-    const std::int64_t lo = s.steps.front().first, hi = s.steps.back().second;
-    if (hi <= lo)
-        return std::nullopt;
-    const Intervals window{{lo, hi}};
-    Intervals compute;
-    for (const Interval &i : s.compute)
-        if (i.second > lo && i.first < hi)
-            compute.push_back({std::max(i.first, lo), std::min(i.second, hi)});
-    const std::int64_t busy = length(compute) - overlap(compute, s.waits);
-    return 1.0 - double(busy) / double(hi - lo);
+    return busy->idleShare();
 }
 
 // The share of each step (after the first, which also warms up) from its
