@@ -6,31 +6,66 @@
 //   4. emit one trace event, run the hook (after)
 #include "engine/gloo_communicator.h"
 
+#include "net/errors.h"
 #include "net/trace.h"
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/torch.h>
 
+#include <atomic>
 #include <exception>
 #include <stdexcept>
 #include <string>
 
 namespace smol::engine {
 
+namespace {
+
+// c10d::Store over a RendezvousClient (the coordinator's board, reached over
+// the node's control connection).
+class RelayStore : public c10d::Store {
+public:
+    explicit RelayStore(std::shared_ptr<RendezvousClient> client)
+        : m_client(std::move(client)) {}
+    void set(const std::string &key, const std::vector<uint8_t> &value) override { m_client->set(key, value); }
+    std::vector<uint8_t> get(const std::string &key) override { return m_client->get(key, timeout_); }
+    int64_t add(const std::string &key, int64_t value) override { return m_client->add(key, value); }
+    bool deleteKey(const std::string &key) override { return m_client->deleteKey(key); }
+    bool check(const std::vector<std::string> &keys) override { return m_client->check(keys); }
+    int64_t getNumKeys() override { return m_client->numKeys(); }
+    void wait(const std::vector<std::string> &keys) override { m_client->wait(keys, timeout_); }
+    void wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &timeout) override
+    {
+        m_client->wait(keys, timeout);
+    }
+
+private:
+    std::shared_ptr<RendezvousClient> m_client;
+};
+
+} // namespace
+
 struct GlooStore::Impl {
-    c10::intrusive_ptr<c10d::HashStore> store = c10::make_intrusive<c10d::HashStore>();
+    c10::intrusive_ptr<c10d::Store> store;
 };
 
 GlooStore::GlooStore()
     : m_impl(std::make_unique<Impl>())
 {
+    m_impl->store = c10::make_intrusive<c10d::HashStore>();
+}
+
+GlooStore::GlooStore(std::shared_ptr<RendezvousClient> client)
+    : m_impl(std::make_unique<Impl>())
+{
+    m_impl->store = c10::make_intrusive<RelayStore>(std::move(client));
 }
 GlooStore::~GlooStore() = default;
 
 struct GlooCommunicator::Group {
     c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
-    bool failed = false; // a collective threw: peers may be gone, skip the farewell barrier
+    std::atomic<bool> failed{false}; // a collective threw: peers may be gone, skip the farewell barrier
 };
 
 namespace {
@@ -80,19 +115,22 @@ std::string firstLine(const std::string &text)
 
 } // namespace
 
-GlooCommunicator::GlooCommunicator(GlooStore &store, int rank, int worldSize,
+GlooCommunicator::GlooCommunicator(GlooStore &store, int rank, int worldSize, const std::string &bindAddress,
                                    std::chrono::milliseconds timeout)
     : Communicator(rank, worldSize)
     , m_group(std::make_unique<Group>())
 {
     try {
         auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-        options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+        options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(bindAddress));
         m_group->pg =
             c10::make_intrusive<c10d::ProcessGroupGloo>(store.impl().store, rank, worldSize, options);
     } catch (const c10::Error &e) {
-        throw std::runtime_error("gloo backend: rank " + std::to_string(rank) +
-                                 " could not join: " + firstLine(e.what_without_backtrace()));
+        throw std::runtime_error("gloo backend: rank " + std::to_string(rank) + " (device on " + bindAddress +
+                                 ") could not join: " + firstLine(e.what_without_backtrace()));
+    } catch (const std::exception &e) { // gloo's own (an address it cannot bind) and the rendezvous's
+        throw std::runtime_error("gloo backend: rank " + std::to_string(rank) + " (device on " + bindAddress +
+                                 ") could not join: " + firstLine(e.what()));
     }
 }
 
@@ -111,23 +149,30 @@ GlooCommunicator::~GlooCommunicator()
 
 template <typename Body> void GlooCommunicator::run(net::CollectiveKind kind, std::uint64_t seq, int peer,
                                                     net::TensorView buffer, const std::string &name,
-                                                    Body &&body)
+                                                    Body &&body, bool receiving)
 {
-    const net::CollectiveInfo info{kind, seq, name, rank(), worldSize(), peer, buffer};
+    const net::CollectiveInfo info{kind, seq, name, rank(), worldSize(), peer, buffer, receiving};
     runHook(true, info);
     net::FrameEvent event;
     event.src = event.dst = rank();
     event.bytes = buffer.bytes();
     event.kind = kind;
     event.seq = seq;
+    if (receiving) // a recv's bytes are not this rank's sent bytes
+        event.side = net::FrameEvent::Side::Receive;
     event.sendStartNs = net::monotonicNs();
     try {
         body();
-    } catch (const c10::Error &e) {
+    } catch (const std::exception &e) { // c10::Error, and gloo's IoException from its worker threads
         m_group->failed = true;
-        throw std::runtime_error(std::string("gloo ") + net::collectiveName(kind) + " #" +
-                                 std::to_string(seq) + " on rank " + std::to_string(rank()) + ": " +
-                                 firstLine(e.what_without_backtrace()));
+        const auto *c10 = dynamic_cast<const c10::Error *>(&e);
+        const std::string what = std::string("gloo ") + net::collectiveName(kind) + " #" + std::to_string(seq) +
+                                 " on rank " + std::to_string(rank()) + ": " +
+                                 firstLine(c10 ? c10->what_without_backtrace() : e.what());
+        if (kind == net::CollectiveKind::SendRecv || kind == net::CollectiveKind::Push ||
+            kind == net::CollectiveKind::Pull)
+            throw net::PeerError(peer, what, __FILE__, __LINE__);
+        throw std::runtime_error(what);
     }
     event.sendCompleteNs = net::monotonicNs();
     if (m_sink)
@@ -158,7 +203,7 @@ void GlooCommunicator::recv(int peer, net::TensorView buffer, const std::string 
     run(kind, seq, peer, buffer, name, [&] {
         std::vector<at::Tensor> t{tensorOf(buffer)};
         wait(m_group->pg->recv(t, peer, int(seq & 0x7fffffff)));
-    });
+    }, /*receiving=*/true);
 }
 
 void GlooCommunicator::broadcast(net::TensorView buffer, int root, const std::string &name)

@@ -24,13 +24,25 @@
 // the trace sink. bytes_sent for this backend therefore counts the payload
 // each node handed to collectives, not bytes on the wire.
 //
+// Rendezvous: the ranks find each other through a key-value store with
+// c10d::Store's semantics. In one process it is a c10d::HashStore; across
+// machines it is a RendezvousClient, which the node agent implements over its
+// authenticated control connection to the coordinator (engine/cluster/
+// rendezvous_board.h): no store port is opened anywhere, and only the nodes
+// of the epoch can read or write its keys. Gloo's own TCP pairs (the data
+// plane) are NOT authenticated: each rank's device binds to one address,
+// never to all interfaces, and the addresses travel through the store.
+//
 // No LibTorch in this header.
 #pragma once
 
 #include "net/communicator.h"
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace smol::net {
 class TraceSink;
@@ -38,10 +50,27 @@ class TraceSink;
 
 namespace smol::engine {
 
-// One rendezvous for the ranks of one in-process cluster (a c10d::HashStore).
+// The operations a c10d::Store needs, for a store that lives elsewhere (the
+// coordinator). get() and wait() block until the keys exist or the timeout
+// passes (std::runtime_error); every call may throw when the run is aborted.
+class RendezvousClient {
+public:
+    virtual ~RendezvousClient() = default;
+    virtual void set(const std::string &key, const std::vector<std::uint8_t> &value) = 0;
+    virtual std::vector<std::uint8_t> get(const std::string &key, std::chrono::milliseconds timeout) = 0;
+    virtual std::int64_t add(const std::string &key, std::int64_t delta) = 0;
+    virtual bool check(const std::vector<std::string> &keys) = 0;
+    virtual void wait(const std::vector<std::string> &keys, std::chrono::milliseconds timeout) = 0;
+    virtual bool deleteKey(const std::string &key) = 0;
+    virtual std::int64_t numKeys() = 0;
+};
+
+// One rendezvous for the ranks of one cluster epoch: a c10d::HashStore (the
+// threads of one process), or a c10d::Store over a RendezvousClient.
 class GlooStore {
 public:
     GlooStore();
+    explicit GlooStore(std::shared_ptr<RendezvousClient> client);
     ~GlooStore();
     struct Impl;
     Impl &impl() { return *m_impl; }
@@ -54,8 +83,9 @@ class GlooCommunicator : public net::Communicator {
 public:
     // Blocks until all worldSize ranks have joined through `store` (or the
     // timeout passes: std::runtime_error). Each rank binds its own device on
-    // 127.0.0.1, as separate processes would.
-    GlooCommunicator(GlooStore &store, int rank, int worldSize,
+    // `bindAddress` (an interface address, never all interfaces); the
+    // timeout also bounds every collective.
+    GlooCommunicator(GlooStore &store, int rank, int worldSize, const std::string &bindAddress = "127.0.0.1",
                      std::chrono::milliseconds timeout = std::chrono::seconds(30));
     ~GlooCommunicator() override;
 
@@ -79,7 +109,8 @@ public:
 private:
     struct Group;
     template <typename Body> void run(net::CollectiveKind kind, std::uint64_t seq, int peer,
-                                      net::TensorView buffer, const std::string &name, Body &&body);
+                                      net::TensorView buffer, const std::string &name, Body &&body,
+                                      bool receiving = false);
 
     std::unique_ptr<Group> m_group;
     net::TraceSink *m_sink = nullptr;

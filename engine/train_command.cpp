@@ -77,9 +77,11 @@ Options:
   --seed S            seed for weights and sample order (default 0)
   --transport T       tcp|inproc (default tcp)
   --backend B         ours|gloo: who runs the collectives, our transport or
-                      c10d's ProcessGroupGloo over loopback (gloo: ddp and
-                      zero1/2/3 only; bytes sent then counts each
-                      collective's payload, not the wire) (default ours)
+                      c10d's ProcessGroupGloo (threads: over loopback; node
+                      processes: rendezvous through the coordinator, Gloo's
+                      unauthenticated TCP pairs between the nodes; bytes
+                      sent then counts each collective's payload, not the
+                      wire; docs/runtime.md, "Backends") (default ours)
   --optimizer O       sgd|adam (default sgd)
   --lr X              learning rate (default 0.1 for sgd, 0.001 for adam)
   --bucket-bytes N    ddp gradient bucket size (default 262144)
@@ -333,12 +335,13 @@ public:
             !QString::fromStdString(c.model.kind).endsWith(".pt"))
             return bad("--model takes mlp, gpt or a TorchScript file ending in .pt, got '" +
                        QString::fromStdString(c.model.kind) + "'");
-        if (!m_request.cluster.enabled) {
-            try {
+        try {
+            if (!m_request.cluster.enabled)
                 validateConfig(c);
-            } catch (const std::invalid_argument &e) {
-                return bad(e.what());
-            }
+            else
+                checkBackend(c); // refused before any node is waited for
+        } catch (const std::invalid_argument &e) {
+            return bad(e.what());
         }
         m_progress.emplace(m_out, m_request.json, c.steps);
         for (const Breakpoint &b : m_request.breaks)

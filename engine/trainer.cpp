@@ -318,10 +318,20 @@ void validateConfig(const TrainConfig &c)
     for (const auto &b : c.behaviour)
         if (!(b.slowdown >= 1) || !std::isfinite(b.slowdown))
             throw std::invalid_argument("--slowdown factors must be at least 1");
-    if (c.backend == TrainConfig::Backend::Gloo && c.strategy != "ddp" && c.strategy != "zero1" &&
-        c.strategy != "zero2" && c.strategy != "zero3")
-        throw std::invalid_argument("--backend gloo runs ddp, zero1, zero2 and zero3 only, not " + c.strategy);
-    if (c.backend == TrainConfig::Backend::Gloo && !c.links.empty())
+    checkBackend(c);
+}
+
+void checkBackend(const TrainConfig &c)
+{
+    if (c.backend != TrainConfig::Backend::Gloo)
+        return;
+    // Everything maps onto Gloo's collectives and its tagged send/recv; a
+    // strategy that needs more would be refused here.
+    static const std::vector<std::string> onGloo{"single", "ddp",    "zero1",    "zero2", "zero3",
+                                                 "syncps", "edp",    "pipeline", "tensor"};
+    if (std::find(onGloo.begin(), onGloo.end(), c.strategy) == onGloo.end())
+        throw std::invalid_argument("--backend gloo does not run " + c.strategy);
+    if (!c.links.empty())
         throw std::invalid_argument("--link shapes our transport's links; --backend gloo does not use them");
 }
 

@@ -42,7 +42,7 @@ struct TrainConfig {
     std::uint64_t seed = 0;
     net::TransportKind transport = net::TransportKind::Tcp;
     // Who runs the collectives: our transport (Ours) or c10d's
-    // ProcessGroupGloo (Gloo: ddp and zero1/2/3 only; `transport` unused).
+    // ProcessGroupGloo (Gloo: every strategy; `transport` and `links` unused).
     enum class Backend { Ours, Gloo };
     Backend backend = Backend::Ours;
     OptimizerConfig optimizer;
@@ -177,6 +177,9 @@ TrainSummary runTraining(const TrainConfig &config, TrainObserver *observer = nu
 // Checks a config the way runTraining() does (std::invalid_argument, one
 // line), without data: strategy, sizes, links, backend.
 void validateConfig(const TrainConfig &config);
+// The part of validateConfig() about the backend (what Gloo runs), for a
+// cluster run to refuse before it waits for any node.
+void checkBackend(const TrainConfig &config);
 // What rank `rank` of `config.nodes` is told about the run (the strategy's
 // NodeContext without its communicator, data or sinks).
 NodeContext nodeContextOf(const TrainConfig &config, int rank);

@@ -82,7 +82,8 @@ QJsonObject configToJson(const TrainConfig &c)
                        {"placement", QString::fromStdString(c.placement)},
                        {"micro_batches", double(c.microBatches)},
                        {"schedule", pipelineScheduleName(c.schedule)},
-                       {"test_every", double(c.testEvery)}};
+                       {"test_every", double(c.testEvery)},
+                       {"backend", c.backend == TrainConfig::Backend::Gloo ? "gloo" : "ours"}};
 }
 
 TrainConfig configFromJson(const QJsonObject &o)
@@ -137,6 +138,10 @@ TrainConfig configFromJson(const QJsonObject &o)
     const std::string schedule = text(o, "schedule", "1f1b");
     c.schedule = schedule == "gpipe" ? PipelineSchedule::GPipe : PipelineSchedule::OneFOneB;
     c.testEvery = integer(o, "test_every", 0);
+    const std::string backend = text(o, "backend", "ours");
+    if (backend != "ours" && backend != "gloo")
+        throw std::invalid_argument("config field 'backend' is '" + backend + "'");
+    c.backend = backend == "gloo" ? TrainConfig::Backend::Gloo : TrainConfig::Backend::Ours;
     c.countBytes = true;
     return c;
 }

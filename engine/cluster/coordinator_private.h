@@ -5,6 +5,7 @@
 
 #include "admission.h"
 #include "coordinator.h"
+#include "rendezvous_board.h"
 #include "telemetry.h"
 
 #include "engine/breakpoints.h"
@@ -115,6 +116,10 @@ struct Coordinator::Private {
     int traceEpoch = -1;
     std::vector<int> epochNodeOfRank; // rank -> node id, current epoch
     int epochCounter = 0;
+    // `--backend gloo`: the epoch's rendezvous, answered on the readers' threads.
+    RendezvousBoard board{[this](int node, const QJsonObject &json, const QByteArray &blob) {
+        send(node, json, blob);
+    }};
 
     // Breakpoints for remote nodes: one proxy thread per (node, calling
     // thread) runs BreakpointController::decide/holdFor/afterRemote for it,
@@ -449,6 +454,10 @@ struct Coordinator::Private {
                     forwardTrace(m);
                     continue;
                 }
+                if (type == "store") {
+                    board.handle(c->info.id, m);
+                    continue;
+                }
                 if (type == "coll" || type == "coll_buffer" || type == "coll_after") {
                     dispatchToProxy(c->info.id, std::move(m));
                     continue;
@@ -622,6 +631,22 @@ struct Coordinator::Private {
         if (net::sock::isLoopbackHost(peer.info.host) && !net::sock::isLoopbackHost(recipient.info.host))
             return recipient.coordinatorAddress;
         return peer.info.host;
+    }
+
+    // `--backend gloo`: the address `node`'s Gloo device binds to (under
+    // mutex), the one its peers among `members` reach it at: what it
+    // advertised; a node on this machine (joined over loopback) with peers
+    // on other machines binds where those reach this coordinator; otherwise
+    // the address it reached the coordinator from. Never all interfaces.
+    std::string glooBindAddressFor(const Conn &node, const std::vector<int> &members) const
+    {
+        if (!node.info.advertise.empty())
+            return node.info.advertise;
+        if (net::sock::isLoopbackHost(node.info.host))
+            for (int id : members)
+                if (!net::sock::isLoopbackHost(conns[std::size_t(id)]->info.host))
+                    return conns[std::size_t(id)]->coordinatorAddress;
+        return node.info.host;
     }
 
     bool send(int id, const QJsonObject &json, const QByteArray &blob = {})

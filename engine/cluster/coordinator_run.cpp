@@ -181,8 +181,6 @@ private:
     // 1. Check the config, pick the first members, load data, read --resume.
     void prepare()
     {
-        if (m_config.backend != TrainConfig::Backend::Ours)
-            throw std::invalid_argument("a cluster of node processes runs our transport only (--backend ours)");
         if (m_config.transport != net::TransportKind::Tcp)
             throw std::invalid_argument("a cluster of node processes talks TCP (--transport tcp)");
         if (m_options.checkpointEvery > 0 && m_options.checkpointDir.isEmpty())
@@ -277,9 +275,19 @@ private:
             m_ctl->beginRun(world);
         const QJsonObject configJson = configToJson(epochConfig);
         const QByteArray startBlob = packState(m_start);
+        // Gloo: a fresh store for this epoch (no stale keys after a re-form),
+        // and the address each node's device binds to.
+        d.board.beginEpoch(e.id, m_members);
+        std::vector<std::string> glooBind(static_cast<std::size_t>(world));
+        if (m_config.backend == TrainConfig::Backend::Gloo) {
+            std::lock_guard lock(d.mutex);
+            for (int r = 0; r < world; ++r)
+                glooBind[std::size_t(r)] = d.glooBindAddressFor(d.conn(m_members[std::size_t(r)]), m_members);
+        }
         for (int r = 0; r < world; ++r)
             d.send(m_members[std::size_t(r)],
                    QJsonObject{{"type", "assign"},
+                               {"gloo_bind", QString::fromStdString(glooBind[std::size_t(r)])},
                                {"epoch", e.id},
                                {"rank", r},
                                {"world", world},

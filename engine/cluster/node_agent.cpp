@@ -5,6 +5,7 @@
 #include "telemetry.h"
 
 #include "engine/breakpoints.h"
+#include "engine/gloo_communicator.h"
 #include "engine/hook_chain.h"
 #include "engine/memory_tracker.h"
 #include "engine/span_hook.h"
@@ -59,6 +60,7 @@ struct Assignment {
     std::int64_t recoveryEvery = 1; // keep the full parameters every K steps
     bool remoteBreakpoints = false; // ask the coordinator at every collective
     bool record = false;            // send collective and pause spans
+    std::string glooBind;           // --backend gloo: where this node's Gloo device binds
     TrainingState initial; // parameters and moments to start from (undefined: the seed's)
 };
 
@@ -79,6 +81,24 @@ private:
     Agent &m_agent;
     int m_epoch;
     const std::atomic<std::int64_t> *m_step;
+};
+
+// `--backend gloo`: the epoch's rendezvous, kept by the coordinator and
+// reached over this node's authenticated control connection.
+class ControlRendezvous : public RendezvousClient {
+public:
+    ControlRendezvous(Agent &agent, int epoch) : m_agent(agent), m_epoch(epoch) {}
+    void set(const std::string &key, const std::vector<std::uint8_t> &value) override;
+    std::vector<std::uint8_t> get(const std::string &key, std::chrono::milliseconds timeout) override;
+    std::int64_t add(const std::string &key, std::int64_t delta) override;
+    bool check(const std::vector<std::string> &keys) override;
+    void wait(const std::vector<std::string> &keys, std::chrono::milliseconds timeout) override;
+    bool deleteKey(const std::string &key) override;
+    std::int64_t numKeys() override;
+
+private:
+    Agent &m_agent;
+    int m_epoch;
 };
 
 thread_local std::uint64_t t_steppedCall = 0; // the call whose result goes up in after()
@@ -230,6 +250,40 @@ public:
         m_channel->send(json, QByteArray(info.buffer.bytePtr(), qsizetype(info.buffer.bytes())));
     }
 
+    // One rendezvous operation on the coordinator's board for this epoch
+    // (rendezvous_board.h); throws on a refusal, the timeout or an abort.
+    net::ControlMessage storeCall(int epoch, const QString &op, const std::vector<std::string> &keys,
+                                  const QByteArray &blob, std::int64_t delta, std::chrono::milliseconds timeout)
+    {
+        std::uint64_t id = 0;
+        {
+            std::lock_guard lock(m_mutex);
+            id = m_nextCall++;
+        }
+        QJsonArray k;
+        for (const std::string &key : keys)
+            k.append(QString::fromStdString(key));
+        m_channel->send(QJsonObject{{"type", "store"}, {"epoch", epoch}, {"call", QString::number(id)},
+                                    {"op", op}, {"keys", k}, {"delta", double(delta)}},
+                        blob);
+        std::unique_lock lock(m_mutex);
+        const auto until = std::chrono::steady_clock::now() +
+                           (timeout.count() > 0 ? timeout : std::chrono::milliseconds(std::chrono::hours(1)));
+        if (!m_cv.wait_until(lock, until, [&] { return m_aborted || m_storeReplies.count(id); }))
+            throw std::runtime_error("gloo rendezvous: no answer to '" + op.toStdString() + "' within " +
+                                     std::to_string(timeout.count() / 1000) + " s");
+        if (m_aborted)
+            throw std::runtime_error("aborted by the coordinator");
+        net::ControlMessage r = std::move(m_storeReplies[id]);
+        m_storeReplies.erase(id);
+        if (!r.json.value(QStringLiteral("ok")).toBool())
+            throw std::runtime_error("gloo rendezvous: the coordinator refused '" + op.toStdString() +
+                                     "': " + r.json.value(QStringLiteral("error")).toString().toStdString());
+        return r;
+    }
+
+    std::string controlLocalAddress() const { return m_channel->localAddress(); }
+
 private:
     static std::uint64_t callerKey() { return std::hash<std::thread::id>{}(std::this_thread::get_id()); }
 
@@ -292,6 +346,13 @@ private:
                     m_replies[id] = CallReply{type, m.json.value(QStringLiteral("stepped")).toBool(), m.blob};
                     m_cv.notify_all();
                 }
+            } else if (type == "store_reply") {
+                std::lock_guard lock(m_mutex);
+                if (epoch == m_epoch) {
+                    const std::uint64_t id = m.json.value(QStringLiteral("call")).toString().toULongLong();
+                    m_storeReplies[id] = std::move(m);
+                    m_cv.notify_all();
+                }
             } else if (type == "abort") {
                 abortEpoch(epoch);
             } else if (type == "kill") {
@@ -320,6 +381,7 @@ private:
         a.recoveryEvery = std::int64_t(m.json.value(QStringLiteral("recovery_every")).toDouble(1));
         a.remoteBreakpoints = m.json.value(QStringLiteral("breakpoints")).toBool();
         a.record = m.json.value(QStringLiteral("record")).toBool();
+        a.glooBind = m.json.value(QStringLiteral("gloo_bind")).toString().toStdString();
         if (m_epochThread.joinable()) { // a previous epoch still running is over
             abortEpoch(-1);
             m_epochThread.join();
@@ -485,7 +547,10 @@ private:
             const std::shared_ptr<const DataSource> data = dataFor(config);
             memory::resetNode(m_opts.memorySlot);
             std::uint16_t port = 0;
-            if (a.world > 1) {
+            // Gloo brings its own data plane: no transport of ours, no port.
+            const bool gloo = config.backend == TrainConfig::Backend::Gloo && a.world > 1;
+            if (gloo) {
+            } else if (a.world > 1) {
                 net::TransportOptions topt;
                 topt.bindAddress = m_opts.bindAddress;
                 transport = std::make_unique<net::TcpTransport>(a.rank, a.world, m_opts.token, topt);
@@ -504,7 +569,8 @@ private:
                 std::lock_guard lock(m_mutex);
                 if (m_aborted)
                     throw std::runtime_error("aborted by the coordinator");
-                m_transport = transport ? static_cast<net::Transport *>(transport.get()) : alone.front().get();
+                m_transport = transport ? static_cast<net::Transport *>(transport.get())
+                                        : (alone.empty() ? nullptr : alone.front().get());
                 m_telemetry = &telemetry;
             }
             m_channel->send(QJsonObject{{"type", "listening"}, {"epoch", a.epoch}, {"port", int(port)}});
@@ -522,10 +588,23 @@ private:
                     connectToPeer(*transport, j, peers[std::size_t(j)]);
                 transport->waitForPeers(std::chrono::seconds(30));
             }
+            std::unique_ptr<GlooStore> glooStore;
+            std::unique_ptr<GlooCommunicator> glooComm;
+            if (gloo) {
+                // Every member is past `listening`: meet in this epoch's store
+                // and connect Gloo's pairs. The device binds to one address:
+                // --bind if given, else the one the coordinator assigned.
+                waitFor([&] { return m_peers.has_value(); }, "the peer list");
+                std::string bind = m_opts.bindAddress != "0.0.0.0" ? m_opts.bindAddress : a.glooBind;
+                if (bind.empty() || bind == "0.0.0.0")
+                    bind = controlLocalAddress();
+                glooStore = std::make_unique<GlooStore>(std::make_shared<ControlRendezvous>(*this, a.epoch));
+                glooComm = std::make_unique<GlooCommunicator>(*glooStore, a.rank, a.world, bind);
+                glooComm->setTraceSink(&telemetry); // one event per collective (gloo_communicator.h)
+            }
             m_channel->send(QJsonObject{{"type", "ready"}, {"epoch", a.epoch}});
             waitFor([&] { return m_started; }, "the start signal");
 
-            net::Transport &link = transport ? static_cast<net::Transport &>(*transport) : *alone.front();
             std::unique_ptr<net::Communicator> comm;
             std::atomic<std::int64_t> currentStep{a.firstStep};
             std::unique_ptr<net::CollectiveHook> breakHook;
@@ -533,7 +612,11 @@ private:
             HookChain hooks; // memory first: a pause's last sample is the state it holds
             std::unique_ptr<SpanHook> spanHook;
             {
-                comm = std::make_unique<net::Communicator>(link);
+                if (glooComm)
+                    comm = std::move(glooComm);
+                else
+                    comm = std::make_unique<net::Communicator>(transport ? static_cast<net::Transport &>(*transport)
+                                                                         : *alone.front());
                 if (a.record) { // memory by category at every collective boundary, in the trace batches
                     memoryHook = makeMemoryHook(m_opts.memorySlot, &currentStep,
                                                 [this](const MemorySnapshot &m) { addMemory(m); });
@@ -707,11 +790,53 @@ private:
     bool m_started = false;
     std::optional<std::vector<std::pair<std::string, std::uint16_t>>> m_peers;
     std::map<std::uint64_t, CallReply> m_replies; // collective RPC answers, by call id
+    std::map<std::uint64_t, net::ControlMessage> m_storeReplies; // rendezvous answers, by call id
     std::uint64_t m_nextCall = 1;
     net::Transport *m_transport = nullptr;
     TelemetryBuffer *m_telemetry = nullptr;
     std::unique_ptr<net::TcpTransport> m_finishedTransport; // the last epoch's, kept open (see epochMain)
 };
+
+constexpr std::chrono::milliseconds kStoreCallTimeout{30000}; // set, add, check: answered at once
+
+void ControlRendezvous::set(const std::string &key, const std::vector<std::uint8_t> &value)
+{
+    m_agent.storeCall(m_epoch, "set", {key},
+                      QByteArray(reinterpret_cast<const char *>(value.data()), qsizetype(value.size())), 0,
+                      kStoreCallTimeout);
+}
+
+std::vector<std::uint8_t> ControlRendezvous::get(const std::string &key, std::chrono::milliseconds timeout)
+{
+    const net::ControlMessage r = m_agent.storeCall(m_epoch, "get", {key}, {}, 0, timeout);
+    return std::vector<std::uint8_t>(r.blob.begin(), r.blob.end());
+}
+
+std::int64_t ControlRendezvous::add(const std::string &key, std::int64_t delta)
+{
+    return std::int64_t(
+        m_agent.storeCall(m_epoch, "add", {key}, {}, delta, kStoreCallTimeout).json.value("value").toDouble());
+}
+
+bool ControlRendezvous::check(const std::vector<std::string> &keys)
+{
+    return m_agent.storeCall(m_epoch, "check", keys, {}, 0, kStoreCallTimeout).json.value("value").toBool();
+}
+
+void ControlRendezvous::wait(const std::vector<std::string> &keys, std::chrono::milliseconds timeout)
+{
+    m_agent.storeCall(m_epoch, "wait", keys, {}, 0, timeout);
+}
+
+bool ControlRendezvous::deleteKey(const std::string &key)
+{
+    return m_agent.storeCall(m_epoch, "delete", {key}, {}, 0, kStoreCallTimeout).json.value("value").toBool();
+}
+
+std::int64_t ControlRendezvous::numKeys()
+{
+    return std::int64_t(m_agent.storeCall(m_epoch, "num", {}, {}, 0, kStoreCallTimeout).json.value("value").toDouble());
+}
 
 void RemoteHook::before(const net::CollectiveInfo &info)
 {

@@ -315,7 +315,11 @@ private:
                     m_error = "edp server, handling worker " + std::to_string(w) + ": " + e.what();
                 m_stopped = true;
             }
-            comm.transport().abort(); // the others' waits on this node fail now, not at a timeout
+            try {
+                comm.transport().abort(); // the others' waits on this node fail now, not at a timeout
+            } catch (const net::NetError &) {
+                // --backend gloo has no transport of ours: its waits end at Gloo's timeout.
+            }
         }
         std::lock_guard lock(m_mutex);
         m_workers[std::size_t(w)].inFlight = false;
