@@ -21,6 +21,7 @@
 #include <QProcess>
 #include <QRandomGenerator>
 #include <QSqlDatabase>
+#include <QSqlError>
 #include <QSqlQuery>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -333,6 +334,153 @@ QString record(const QString &dir, const SyntheticRun &run, const char *name = "
     return path;
 }
 
+// The schema SQL of earlier writers, as they wrote it (version 1 from
+// b3165f7, version 2 from 664424b, both through Qt Sql). Version 2 differs
+// from version 1 only in the memory table; the writer that replaced Qt Sql
+// by SQLite's own API writes version 2 unchanged.
+const char *const kEarlierSchema[] = {
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value)",
+    "CREATE TABLE run (id INTEGER PRIMARY KEY CHECK (id = 1), strategy TEXT NOT NULL, model TEXT NOT NULL,"
+    " nodes INTEGER NOT NULL, steps INTEGER NOT NULL, start_ns INTEGER NOT NULL, config_json BLOB,"
+    " placement_json BLOB)",
+    "CREATE TABLE nodes (rank INTEGER PRIMARY KEY, name TEXT NOT NULL, host TEXT NOT NULL, role TEXT NOT NULL)",
+    "CREATE TABLE frames (t_end INTEGER NOT NULL, id INTEGER NOT NULL, t_start INTEGER NOT NULL,"
+    " side INTEGER NOT NULL, src INTEGER NOT NULL, dst INTEGER NOT NULL, kind INTEGER NOT NULL,"
+    " seq INTEGER NOT NULL, tag INTEGER NOT NULL, bytes INTEGER NOT NULL, PRIMARY KEY (t_end, id)) WITHOUT ROWID",
+    "CREATE TABLE spans (id INTEGER PRIMARY KEY, t_start INTEGER NOT NULL, t_end INTEGER NOT NULL,"
+    " node INTEGER NOT NULL, kind INTEGER NOT NULL, name TEXT NOT NULL, step INTEGER NOT NULL,"
+    " collective INTEGER NOT NULL, seq INTEGER NOT NULL, bytes INTEGER NOT NULL)",
+    "CREATE INDEX spans_by_end ON spans (t_end)",
+    "CREATE INDEX spans_by_kind_start ON spans (kind, t_start)",
+    "CREATE INDEX spans_by_step ON spans (step)",
+    "MEMORY", // the version's memory table
+    "CREATE INDEX memory_by_t ON memory (t)",
+    "CREATE TABLE metrics (id INTEGER PRIMARY KEY, t INTEGER NOT NULL, step INTEGER NOT NULL,"
+    " node INTEGER NOT NULL, name TEXT NOT NULL, value REAL)",
+    "CREATE INDEX metrics_by_t ON metrics (t)",
+    "CREATE INDEX metrics_by_step ON metrics (step)",
+    "CREATE TABLE logs (id INTEGER PRIMARY KEY, t INTEGER NOT NULL, node INTEGER NOT NULL, text TEXT NOT NULL)",
+    "CREATE INDEX logs_by_t ON logs (t)",
+    "CREATE TABLE tensors (id INTEGER PRIMARY KEY, t INTEGER NOT NULL, pause_id INTEGER NOT NULL,"
+    " node INTEGER NOT NULL, step INTEGER NOT NULL, collective INTEGER NOT NULL, seq INTEGER NOT NULL,"
+    " name TEXT NOT NULL, before INTEGER NOT NULL, snapshot_json BLOB)",
+    "CREATE INDEX tensors_by_t ON tensors (t)",
+    "CREATE INDEX tensors_by_pause ON tensors (pause_id)",
+};
+const char kMemoryV1[] =
+    "CREATE TABLE memory (id INTEGER PRIMARY KEY, t INTEGER NOT NULL, node INTEGER NOT NULL,"
+    " step INTEGER NOT NULL, params INTEGER NOT NULL, grads INTEGER NOT NULL, optimizer INTEGER NOT NULL,"
+    " activations INTEGER NOT NULL, comm INTEGER NOT NULL, live INTEGER NOT NULL, peak INTEGER NOT NULL)";
+const char kMemoryV2[] =
+    "CREATE TABLE memory (id INTEGER PRIMARY KEY, t INTEGER NOT NULL, node INTEGER NOT NULL,"
+    " step INTEGER NOT NULL, params INTEGER NOT NULL, grads INTEGER NOT NULL, optimizer INTEGER NOT NULL,"
+    " activations INTEGER NOT NULL, comm INTEGER NOT NULL, live INTEGER NOT NULL, peak INTEGER NOT NULL,"
+    " collective INTEGER NOT NULL DEFAULT 0, seq INTEGER NOT NULL DEFAULT 0, before INTEGER NOT NULL DEFAULT 0)";
+
+// Writes `run` the way the Qt Sql writer did: its schema, one QVariant per
+// value (unsigned values as qlonglong), no max_*_ns meta for versions that
+// predate them being required (the reader measures them then).
+void writeWithQtSql(const QString &path, const SyntheticRun &run, int version)
+{
+    const QString name = QStringLiteral("tst-earlier-%1").arg(version);
+    {
+        QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), name);
+        db.setDatabaseName(path);
+        QVERIFY(db.open());
+        QSqlQuery q(db);
+        QVERIFY(db.transaction());
+        for (const char *statement : kEarlierSchema) {
+            const char *sql = std::strcmp(statement, "MEMORY") ? statement : version >= 2 ? kMemoryV2 : kMemoryV1;
+            QVERIFY2(q.exec(QString::fromLatin1(sql)), sql);
+        }
+        auto insert = [&](const char *sql, const QVariantList &values) {
+            QVERIFY2(q.prepare(QString::fromLatin1(sql)), sql);
+            for (const QVariant &v : values)
+                q.addBindValue(v);
+            QVERIFY2(q.exec(), qPrintable(q.lastError().text()));
+        };
+        auto meta = [&](const char *key, const QVariant &value) {
+            insert("INSERT INTO meta (key, value) VALUES (?, ?)", {QString::fromLatin1(key), value});
+        };
+        auto text = [](const std::string &s) { return QVariant(QString::fromStdString(s)); };
+        meta("format", QStringLiteral("smolcluster-session"));
+        meta("schema_version", version);
+        meta("created_utc", QStringLiteral("2026-11-20T10:00:00Z"));
+        const SessionHeader &h = run.header;
+        insert("INSERT INTO run (id, strategy, model, nodes, steps, start_ns, config_json, placement_json)"
+               " VALUES (1, ?, ?, ?, ?, ?, ?, ?)",
+               {text(h.strategy), text(h.model), h.nodes, qlonglong(h.steps), qlonglong(h.startNs), h.configJson,
+                h.placementJson});
+        for (const SessionNode &n : h.nodeList)
+            insert("INSERT INTO nodes (rank, name, host, role) VALUES (?, ?, ?, ?)",
+                   {n.rank, text(n.name), text(n.host), text(n.role)});
+        qlonglong id = 0;
+        for (const net::FrameEvent &e : run.frames)
+            insert("INSERT INTO frames (t_end, id, t_start, side, src, dst, kind, seq, tag, bytes)"
+                   " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   {qlonglong(eventTimeNs(e)), ++id, qlonglong(e.sendStartNs), int(e.side), e.src, e.dst,
+                    int(e.kind), qlonglong(e.seq), qlonglong(e.tag), qlonglong(e.bytes)});
+        for (const SpanEvent &e : run.spans)
+            insert("INSERT INTO spans (t_start, t_end, node, kind, name, step, collective, seq, bytes)"
+                   " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   {qlonglong(e.startNs), qlonglong(e.endNs), e.node, int(e.kind), text(e.name),
+                    qlonglong(e.step), int(e.collective), qlonglong(e.seq), qlonglong(e.bytes)});
+        for (const MemorySample &m : run.memory) {
+            QVariantList v{qlonglong(m.tNs),    m.node,          qlonglong(m.step),
+                           qlonglong(m.params), qlonglong(m.grads), qlonglong(m.optimizer),
+                           qlonglong(m.activations), qlonglong(m.comm), qlonglong(m.live),
+                           qlonglong(m.peak)};
+            if (version >= 2) {
+                v << int(m.collective) << qlonglong(m.seq) << int(m.before);
+                insert("INSERT INTO memory (t, node, step, params, grads, optimizer, activations, comm, live,"
+                       " peak, collective, seq, before) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       v);
+            } else {
+                insert("INSERT INTO memory (t, node, step, params, grads, optimizer, activations, comm, live,"
+                       " peak) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       v);
+            }
+        }
+        for (const MetricSample &m : run.metrics)
+            insert("INSERT INTO metrics (t, step, node, name, value) VALUES (?, ?, ?, ?, ?)",
+                   {qlonglong(m.tNs), qlonglong(m.step), m.node, text(m.name), m.value});
+        for (const LogLine &l : run.logs)
+            insert("INSERT INTO logs (t, node, text) VALUES (?, ?, ?)", {qlonglong(l.tNs), l.node, text(l.text)});
+        for (const TensorRecord &t : run.tensors)
+            insert("INSERT INTO tensors (t, pause_id, node, step, collective, seq, name, before, snapshot_json)"
+                   " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   {qlonglong(t.tNs), qlonglong(t.pauseId), t.node, qlonglong(t.step), int(t.collective),
+                    qlonglong(t.seq), text(t.name), int(t.before), t.snapshotJson});
+        meta("end_ns", qlonglong(run.endNs));
+        meta("duration_ns", qlonglong(run.endNs - h.startNs));
+        meta("events_written", qlonglong(run.size()));
+        meta("final_loss", 0.25);
+        QVERIFY(db.commit());
+        q.finish();
+        db.close();
+    }
+    QSqlDatabase::removeDatabase(name);
+}
+
+// The CREATE statements of a file, by name.
+std::map<QString, QString> schemaOf(const QString &path)
+{
+    std::map<QString, QString> out;
+    {
+        QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), QStringLiteral("tst-schema"));
+        db.setDatabaseName(path);
+        if (db.open()) {
+            QSqlQuery q(db);
+            q.exec(QStringLiteral("SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL"));
+            while (q.next())
+                out[q.value(0).toString()] = q.value(1).toString().simplified();
+        }
+        db.close();
+    }
+    QSqlDatabase::removeDatabase(QStringLiteral("tst-schema"));
+    return out;
+}
+
 // The child of killedRecorderLosesAtMost250ms(): records ~100k frame events/s
 // stamped with its own clock and prints "alive T" every 10 ms, until killed
 // (or 20 s pass).
@@ -483,6 +631,8 @@ private Q_SLOTS:
     void badFiles_data();
     void badFiles();
     void readsVersion1Files();
+    void readsFilesOfTheQtSqlWriter_data();
+    void readsFilesOfTheQtSqlWriter();
     void killedRecorderLosesAtMost250ms();
     void damagedFilesNeverCrash();
     void throughput();
@@ -951,6 +1101,72 @@ void TestSession::readsVersion1Files()
         QCOMPARE(m.collective, net::CollectiveKind::None);
     QCOMPARE(reader.info().memory, std::uint64_t(all.size()));
     QCOMPARE(reader.info().memoryAtCollectives, std::uint64_t(0));
+}
+
+// Files the Qt Sql writer made, from the earlier schema SQL (a fixture
+// written here rather than a checked-in binary), read field for field; and
+// the present writer's schema is that of version 2, statement for statement.
+void TestSession::readsFilesOfTheQtSqlWriter_data()
+{
+    QTest::addColumn<int>("version");
+    QTest::newRow("version 1") << 1;
+    QTest::newRow("version 2") << 2;
+}
+
+void TestSession::readsFilesOfTheQtSqlWriter()
+{
+    QFETCH(int, version);
+    SyntheticRun run = makeRun(3, 6);
+    const QString path = m_dir.path() + QStringLiteral("/qtsql-v%1.smolrec").arg(version);
+    writeWithQtSql(path, run, version);
+    if (QTest::currentTestFailed())
+        return;
+    if (version == 1) { // no collective boundary in version 1: samples read as taken at step ends
+        for (MemorySample &m : run.memory) {
+            m.collective = net::CollectiveKind::None;
+            m.seq = 0;
+            m.before = false;
+        }
+    }
+    const SessionReader reader(path);
+    QCOMPARE(reader.schemaVersion(), version);
+    QVERIFY(reader.isComplete());
+    QCOMPARE(reader.header().configJson, run.header.configJson);
+    QCOMPARE(reader.header().nodeList.size(), run.header.nodeList.size());
+    QVERIFY(sameRecords(reader.frames(kMin, kMax), run.frames));
+    QVERIFY(sameRecords(reader.spans(kMin, kMax), run.spans));
+    QVERIFY(sameRecords(reader.memory(kMin, kMax), run.memory));
+    QVERIFY(sameRecords(reader.metrics(kMin, kMax), run.metrics));
+    QVERIFY(sameRecords(reader.logs(kMin, kMax), run.logs));
+    QVERIFY(sameRecords(reader.tensors(kMin, kMax), run.tensors));
+    // Windows without the recorded maxima: the reader measures them.
+    const std::int64_t t0 = stepStartNs(2), t1 = stepStartNs(4);
+    auto overlaps = [&](std::int64_t start, std::int64_t end) { return end >= t0 && start <= t1; };
+    std::vector<SpanEvent> expected;
+    for (const SpanEvent &e : run.spans) {
+        if (overlaps(e.startNs, e.endNs))
+            expected.push_back(e);
+    }
+    QVERIFY(sameRecords(reader.spans(t0, t1), expected));
+    const SessionInfo info = reader.info();
+    QCOMPARE(info.events(), std::uint64_t(run.size()));
+    QVERIFY(info.complete);
+
+    // The same run through today's recorder: the same records, and (for
+    // version 2) the same schema.
+    const QString now = record(m_dir.path(), run, qPrintable(QStringLiteral("now-v%1.smolrec").arg(version)));
+    const SessionReader current(now);
+    QVERIFY(sameRecords(current.frames(kMin, kMax), reader.frames(kMin, kMax)));
+    QVERIFY(sameRecords(current.spans(kMin, kMax), reader.spans(kMin, kMax)));
+    QVERIFY(sameRecords(current.metrics(kMin, kMax), reader.metrics(kMin, kMax)));
+    if (version == kSessionSchemaVersion) {
+        const auto earlier = schemaOf(path), present = schemaOf(now);
+        QCOMPARE(present.size(), earlier.size());
+        for (const auto &[table, sql] : earlier) {
+            QVERIFY2(present.count(table), qPrintable(table));
+            QCOMPARE(present.at(table), sql);
+        }
+    }
 }
 
 void TestSession::killedRecorderLosesAtMost250ms()
