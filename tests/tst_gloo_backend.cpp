@@ -1,7 +1,8 @@
 // `--backend gloo` against `--backend ours`: the same strategies over c10d's
 // ProcessGroupGloo end with the same parameters (param_match.h bounds), fire
 // the hook and a trace event for every collective, and keep our in-place
-// chunk layout for uneven buffers. Strategies Gloo does not run are rejected.
+// chunk layout for uneven buffers. Every strategy runs on Gloo (edp: its
+// asynchronous server over Gloo's tagged send/recv); --link is refused.
 #include "param_match.h"
 
 #include "engine/gloo_communicator.h"
@@ -25,7 +26,8 @@ private Q_SLOTS:
     void matchesOurs_data();
     void matchesOurs();
     void hookAndTracePerCollective();
-    void rejectsOtherStrategies();
+    void edpRunsOnGloo();
+    void rejectsLinks();
 };
 
 namespace {
@@ -167,6 +169,10 @@ void TestGlooBackend::matchesOurs_data()
         for (int n : {2, 3})
             for (auto k : {OptimizerConfig::Kind::Sgd, OptimizerConfig::Kind::Adam})
                 QTest::addRow("%s/N%d/%s", s, n, optimizerName(k)) << QString(s) << n << int(k);
+    // Point to point: a parameter server's per-worker threads, a pipeline's stages.
+    for (const char *s : {"syncps", "pipeline"})
+        for (auto k : {OptimizerConfig::Kind::Sgd, OptimizerConfig::Kind::Adam})
+            QTest::addRow("%s/N3/%s", s, optimizerName(k)) << QString(s) << 3 << int(k);
 }
 
 void TestGlooBackend::matchesOurs()
@@ -222,16 +228,25 @@ void TestGlooBackend::hookAndTracePerCollective()
     }
 }
 
-void TestGlooBackend::rejectsOtherStrategies()
+void TestGlooBackend::edpRunsOnGloo()
 {
-    for (const char *s : {"syncps", "edp", "pipeline", "tensor"}) {
-        const TrainConfig c = baseConfig(s, 2, OptimizerConfig::Kind::Sgd, TrainConfig::Backend::Gloo);
-        try {
-            runTraining(c);
-            QFAIL(qPrintable(QString("--backend gloo accepted %1").arg(s)));
-        } catch (const std::invalid_argument &e) {
-            QVERIFY2(QString(e.what()).contains("--backend gloo"), e.what());
-        }
+    // Asynchronous: no reference to equal, but every update is applied and it learns.
+    TrainConfig c = baseConfig("edp", 3, OptimizerConfig::Kind::Sgd, TrainConfig::Backend::Gloo);
+    c.steps = 30;
+    const TrainSummary s = runTraining(c);
+    QCOMPARE(s.async.updates, std::int64_t(30));
+    QVERIFY(std::isfinite(s.finalLoss) && s.finalLoss < s.lossCurve.front());
+}
+
+void TestGlooBackend::rejectsLinks()
+{
+    TrainConfig c = baseConfig("ddp", 2, OptimizerConfig::Kind::Sgd, TrainConfig::Backend::Gloo);
+    c.links.push_back(TrainConfig::Link{});
+    try {
+        runTraining(c);
+        QFAIL("--backend gloo accepted --link");
+    } catch (const std::invalid_argument &e) {
+        QVERIFY2(QString(e.what()).contains("--backend gloo"), e.what());
     }
 }
 
