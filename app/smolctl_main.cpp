@@ -3,6 +3,7 @@
 //
 // Commands: train, node, info, export, lesson, bench allreduce|train|session|timeline.
 #include "engine/allreduce_bench.h"
+#include "engine/cluster_bench.h"
 #include "engine/cluster/cluster_commands.h"
 #include "engine/session/session_commands.h"
 #include "engine/session/session_compare.h"
@@ -43,6 +44,8 @@ Commands:
                     over loopback, ranks as threads; see `smolctl bench --help`
   bench train       samples/s of single vs ddp on 2 nodes, and the cost of an
                     attached trace sink
+  bench cluster     ddp and zero3 over smolctl node processes on loopback,
+                    our transport vs c10d's Gloo: samples/s and the ratio
   bench session     what recording a session costs a ddp run, events written
                     per second, and reading a 1 s window of a 1M-event file
   bench timeline    paint the GUI's timeline offscreen (1920x1080) over 1M
@@ -56,6 +59,7 @@ Options:
 const char kBenchUsage[] = R"(Usage: smolctl bench allreduce [OPTIONS]
        smolctl bench train [--steps K] [--global-batch B] [--rounds R]
        smolctl bench session [--steps K] [--rounds R] [--events N]
+       smolctl bench cluster [--nodes N] [--steps K] [--global-batch B] [--rounds R]
        smolctl bench timeline [--packets N] [--nodes K] [--frames F] [--recording FILE]
 
 bench train: mlp on Fashion-MNIST, one LibTorch thread per node, measured
@@ -90,6 +94,13 @@ N frame events (default 1M) written to a session file (target >= 500k/s),
 and 20 random 1 s windows read from it (target <= 50 ms). Defaults: 1500
 steps, 5 rounds.
 
+bench cluster: N (default 2) `smolctl node` processes joined to a
+coordinator on 127.0.0.1 run the same mlp job with ddp and with zero3, each
+with --backend ours and --backend gloo, back to back in each round; prints
+the median samples/s of each (from the first step to the last: set-up and
+Gloo's rendezvous excluded) and the ratio gloo/ours. Defaults: 200 steps,
+global batch 120, 3 rounds.
+
 bench timeline: see `smolctl bench timeline --help`.
 )";
 
@@ -116,9 +127,11 @@ int runBench(const QStringList &args, QTextStream &out, QTextStream &err)
     const QStringList rest = args.mid(1);
     if (name == QLatin1String("timeline"))
         return smol::app::runTimelineBench(rest, out, err);
-    if (name != QLatin1String("allreduce") && name != QLatin1String("train") && name != QLatin1String("session"))
-        return fail(err,
-                    QStringLiteral("bench: unknown benchmark '%1' (allreduce, train, session or timeline)").arg(name));
+    if (name != QLatin1String("allreduce") && name != QLatin1String("train") && name != QLatin1String("session") &&
+        name != QLatin1String("cluster"))
+        return fail(err, QStringLiteral("bench: unknown benchmark '%1' (allreduce, train, session, cluster or "
+                                        "timeline)")
+                             .arg(name));
     if (rest.contains(QStringLiteral("--help")) || rest.contains(QStringLiteral("-h"))) {
         out << kBenchUsage;
         return 0;
@@ -127,6 +140,8 @@ int runBench(const QStringList &args, QTextStream &out, QTextStream &err)
         return smol::engine::runTrainBench(rest, out, err);
     if (name == QLatin1String("session"))
         return smol::engine::runSessionBench(rest, out, err);
+    if (name == QLatin1String("cluster"))
+        return smol::engine::runClusterBench(rest, out, err);
     return smol::engine::runAllreduceBench(rest, out, err);
 }
 
