@@ -5,6 +5,12 @@
 // event (on the I/O threads), every span and every memory sample (before and
 // after each collective, on the node threads) into buffers under a lock.
 // "Detached" runs with no sink at all (one relaxed atomic load per frame).
+//
+// From the attached rounds' spans: the share of ddp's all-reduce time hidden
+// under backward (the all-reduce spans run on each node's communication
+// thread; the part of them inside that node's backward spans is hidden).
+// Then the ratio ddp/single at global batches 64, 512 and 2048, and zero3/ddp
+// on the gpt (2 nodes, its default global batch of 32).
 #include "train_bench.h"
 
 #include "trainer.h"
@@ -12,6 +18,7 @@
 #include "engine/session/session_events.h"
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 
 namespace smol::engine {
@@ -29,6 +36,24 @@ public:
     {
         std::lock_guard lock(m_mutex);
         m_spans.push_back(s);
+    }
+    // All-reduce nanoseconds inside a backward span of the same node, and in all.
+    std::pair<std::int64_t, std::int64_t> hiddenAllReduceNs()
+    {
+        std::lock_guard lock(m_mutex);
+        std::map<int, std::vector<std::pair<std::int64_t, std::int64_t>>> backward;
+        for (const SpanEvent &s : m_spans)
+            if (s.kind == SpanEvent::Kind::Backward)
+                backward[s.node].emplace_back(s.startNs, s.endNs);
+        std::int64_t hidden = 0, all = 0;
+        for (const SpanEvent &s : m_spans) {
+            if (s.kind != SpanEvent::Kind::Collective || s.collective != net::CollectiveKind::AllReduce)
+                continue;
+            all += s.endNs - s.startNs;
+            for (const auto &[b0, b1] : backward[s.node])
+                hidden += std::max<std::int64_t>(0, std::min(b1, s.endNs) - std::max(b0, s.startNs));
+        }
+        return {hidden, all};
     }
     void onMemory(const MemorySample &m) override
     {
@@ -95,6 +120,7 @@ int runTrainBench(const QStringList &args, QTextStream &out, QTextStream &err)
     out.flush();
     std::vector<double> single, ddp, detached, attached;
     std::size_t events = 0, memorySamples = 0;
+    std::int64_t hiddenNs = 0, allReduceNs = 0;
     try {
         for (int r = 0; r < rounds; ++r) {
             single.push_back(runTraining(config("single", 1)).samplesPerS);
@@ -108,6 +134,9 @@ int runTrainBench(const QStringList &args, QTextStream &out, QTextStream &err)
             attached.push_back(1000 * runTraining(d).seconds / double(steps));
             events = sink.frames();
             memorySamples = sink.memorySamples();
+            const auto [hidden, all] = sink.hiddenAllReduceNs();
+            hiddenNs += hidden;
+            allReduceNs += all;
         }
     } catch (const std::exception &e) {
         err << "smolctl bench train: " << e.what() << "\n";
@@ -122,6 +151,48 @@ int runTrainBench(const QStringList &args, QTextStream &out, QTextStream &err)
         << " frame events and " << memorySamples << " memory samples at collectives recorded per run)\n";
     out << "trace overhead ratio attached/detached: " << QString::number(dt > 0 ? a / dt : 0, 'f', 3)
         << " (target <= 1.03)\n";
+    out << "share of all-reduce time hidden under backward: "
+        << QString::number(allReduceNs > 0 ? double(hiddenNs) / double(allReduceNs) : 0, 'f', 2) << "\n";
+    out.flush();
+
+    // The ladder of global batches, then zero3 against ddp on the gpt.
+    try {
+        for (const std::int64_t b : {std::int64_t(64), std::int64_t(512), std::int64_t(2048)}) {
+            double ratio = s > 0 ? p / s : 0;
+            if (b != batch) {
+                std::vector<double> one, two;
+                for (int r = 0; r < rounds; ++r) {
+                    TrainConfig c1 = config("single", 1), c2 = config("ddp", 2);
+                    c1.globalBatch = c2.globalBatch = b;
+                    c1.steps = c2.steps = std::max<std::int64_t>(30, steps * 128 / b);
+                    c2.countBytes = false;
+                    one.push_back(runTraining(c1).samplesPerS);
+                    two.push_back(runTraining(c2).samplesPerS);
+                }
+                ratio = median(one) > 0 ? median(two) / median(one) : 0;
+            }
+            out << "ratio ddp/single at global batch " << b << ": " << QString::number(ratio, 'f', 2) << "\n";
+            out.flush();
+        }
+        std::vector<double> zero3, ddpGpt;
+        for (int r = 0; r < rounds; ++r) {
+            for (const char *strategy : {"ddp", "zero3"}) {
+                TrainConfig c = config(strategy, 2);
+                c.model.kind = "gpt";
+                c.globalBatch = 32;
+                c.steps = std::max<std::int64_t>(30, steps / 2);
+                c.countBytes = false;
+                (strategy[0] == 'z' ? zero3 : ddpGpt).push_back(runTraining(c).samplesPerS);
+            }
+        }
+        const double z = median(zero3), g = median(ddpGpt);
+        out << "zero3 (2 nodes, gpt)    samples/s: " << QString::number(z, 'f', 0) << "\n";
+        out << "ddp (2 nodes, gpt)      samples/s: " << QString::number(g, 'f', 0) << "\n";
+        out << "ratio zero3/ddp on gpt (2 nodes): " << QString::number(g > 0 ? z / g : 0, 'f', 2) << "\n";
+    } catch (const std::exception &e) {
+        err << "smolctl bench train: " << e.what() << "\n";
+        return 1;
+    }
     return 0;
 }
 

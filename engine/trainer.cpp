@@ -410,15 +410,25 @@ double testAccuracyOf(const TrainConfig &config, const DataSource &data, const t
 namespace {
 thread_local const Strategy *t_runningStrategy = nullptr; // runNode's, on its thread
 thread_local int t_runningRank = -1;
+std::atomic<int> g_rankOfSlot[memory::kMaxNodes]; // each memory slot's running rank
 } // namespace
 
 std::vector<std::string> gatheredParamsNow()
 {
     std::vector<std::string> out;
-    if (!t_runningStrategy || t_runningStrategy->name() != "zero3")
+    // runNode's thread, or another thread of the node (its communication
+    // thread, where zero3's collectives run): the node's memory slot says.
+    const Strategy *strategy = t_runningStrategy;
+    int rank = t_runningRank;
+    const int slot = memory::currentNode();
+    if (!strategy && slot >= 0 && slot < memory::kMaxNodes) {
+        strategy = g_strategyOfSlot[slot].load();
+        rank = g_rankOfSlot[slot].load();
+    }
+    if (!strategy || strategy->name() != "zero3")
         return out;
-    for (const ShardRange &r : t_runningStrategy->shards())
-        if (r.materialised && r.owner != t_runningRank && r.owner >= 0 &&
+    for (const ShardRange &r : strategy->shards())
+        if (r.materialised && r.owner != rank && r.owner >= 0 &&
             (out.empty() || out.back() != r.param))
             out.push_back(r.param);
     return out;
@@ -444,7 +454,7 @@ NodeResult runNode(const TrainConfig &config, const NodeRun &run)
         {
             t_runningStrategy = s, t_runningRank = r;
             if (slot >= 0 && slot < memory::kMaxNodes)
-                g_strategyOfSlot[slot] = s;
+                g_rankOfSlot[slot] = r, g_strategyOfSlot[slot] = s;
         }
         ~Running()
         {

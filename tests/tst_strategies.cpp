@@ -17,6 +17,7 @@
 #include <torch/script.h>
 
 #include <map>
+#include <set>
 #include <mutex>
 #include <numeric>
 
@@ -301,11 +302,13 @@ void TestStrategies::memorySnapshotsAtCollectives()
 }
 
 // Memory by category at every collective boundary, exact at that instant:
-// zero3's params rise by exactly the layer's full size minus the node's
-// shard while the layer is held (after its all-gather, through its
-// reduce-scatter) and fall back after; the buffer being gathered or reduced
-// counts in comm; ddp's params never move; gpipe holds more activations
-// than 1f1b with 8 micro-batches.
+// zero3 prefetches (zero3.cpp): at a forward gather of layer k, layer k-1 is
+// still held in full; at a backward gather of k, layer k+1; at the
+// reduce-scatter of k, layer k-1 (k itself is freed); a gathered layer is
+// held from its gather's end. params are the shards plus exactly those
+// layers' full size minus the node's shard; the buffer being gathered or
+// reduced counts in comm; never more than two layers are held. ddp's params
+// never move; gpipe holds more activations than 1f1b with 8 micro-batches.
 void TestStrategies::memoryByCategoryAtCollectives()
 {
     const int N = 4;
@@ -317,11 +320,18 @@ void TestStrategies::memoryByCategoryAtCollectives()
     mc.seed = c.seed;
     const auto model = makeModel(mc);
     std::map<std::string, std::int64_t> numel, layerFull;
+    std::map<std::string, int> layerIndex;
     for (auto &[name, p] : model->namedParameters())
         numel[name] = p.numel();
-    for (const auto &layer : model->layers())
+    for (const auto &layer : model->layers()) {
+        layerIndex.emplace(layer.name, int(layerIndex.size()));
         for (const auto &p : layer.paramNames)
             layerFull[layer.name] += numel[p];
+    }
+    std::vector<std::string> layerAt(layerIndex.size());
+    for (const auto &[name, k] : layerIndex)
+        layerAt[std::size_t(k)] = name;
+    const int L = int(layerAt.size());
     auto shard = [&](const std::string &layer, int node) {
         return std::int64_t(smol::net::Communicator::chunk(std::size_t(layerFull[layer]), N, node).count);
     };
@@ -329,13 +339,24 @@ void TestStrategies::memoryByCategoryAtCollectives()
     for (int r = 0; r < N; ++r)
         for (const auto &[layer, full] : layerFull)
             shards[r] += 4 * shard(layer, r);
-    int checked = 0;
+    std::map<int, int> lastScatters; // per node: reduce-scatters of layer 0 seen
+    int checked = 0, twoHeld = 0;
     for (const MemorySnapshot &m : zero3.snapshots) {
         const std::string layer = m.name.substr(m.name.rfind('.') + 1);
         QVERIFY2(layerFull.count(layer), m.name.c_str());
-        const std::int64_t full = 4 * layerFull[layer], mine = 4 * shard(layer, m.node);
-        const bool held = m.kind == smol::net::CollectiveKind::ReduceScatter || !m.before;
-        const std::int64_t want = shards[m.node] + (held ? full - mine : 0);
+        const int k = layerIndex[layer];
+        const bool scatter = m.kind == smol::net::CollectiveKind::ReduceScatter;
+        const bool afterSteps = lastScatters[m.node] == c.steps; // fullParameters' gathers, one at a time
+        std::set<int> held;
+        if (scatter ? k > 0 : !afterSteps && m.name.rfind("params.backward.", 0) != 0 && k > 0)
+            held.insert(k - 1);
+        if (!scatter && !afterSteps && m.name.rfind("params.backward.", 0) == 0 && k + 1 < L)
+            held.insert(k + 1);
+        if (!scatter && !m.before)
+            held.insert(k);
+        std::int64_t want = shards[m.node];
+        for (int j : held)
+            want += 4 * (layerFull[layerAt[std::size_t(j)]] - shard(layerAt[std::size_t(j)], m.node));
         QVERIFY2(m.memory.params == want, qPrintable(QString("node %1 %2 %3 %4: params %5, want %6")
                                                          .arg(m.node)
                                                          .arg(m.before ? "before" : "after")
@@ -343,11 +364,15 @@ void TestStrategies::memoryByCategoryAtCollectives()
                                                          .arg(QString::fromStdString(m.name))
                                                          .arg(m.memory.params)
                                                          .arg(want)));
-        const bool buffer = m.kind == smol::net::CollectiveKind::ReduceScatter || m.before;
-        QCOMPARE(m.memory.comm, buffer ? full : 0);
+        const std::int64_t full = 4 * layerFull[layer];
+        QCOMPARE(m.memory.comm, scatter || m.before ? full : 0);
         QVERIFY(m.memory.activations >= 0 && m.memory.live >= m.memory.params + m.memory.grads);
+        twoHeld += held.size() == 2;
+        if (scatter && k == 0 && !m.before)
+            ++lastScatters[m.node];
         ++checked;
     }
+    QVERIFY(twoHeld > 0); // the prefetch is visible: the next layer arrives while one is held
     QVERIFY(checked >= 2 * N * 2 * 9);
 
     SnapshotCounter ddp;

@@ -5,20 +5,30 @@
 // nodes take one more, and each loss is weighted by rows x N / B so the
 // average stays the global mean: batchWeight); gradients are averaged across
 // nodes with ring all-reduce in buckets of about `bucketBytes`. Buckets follow
-// the parameters in reverse order (the order backward produces them) and each
-// is launched from the autograd hook that completes it, while backward is
-// still running for the earlier layers. Then every node applies the same
-// optimizer update to the same averaged gradients, so the replicas stay
-// identical.
+// the parameters in reverse order (the order backward produces them). As in
+// PyTorch's reducer, the autograd hook that completes a bucket hands its
+// all-reduce to the node's communication thread (engine/comm_queue.h) and
+// backward goes on with the earlier layers while the bucket travels; buckets
+// launch strictly in order, so every node issues the same collectives. The
+// optimizer waits for the last bucket, then every node applies the same
+// update to the same averaged gradients, so the replicas stay identical
+// (bit-for-bit what the synchronous version computed: the same reductions in
+// the same order).
+//
+// A pause at a bucket's all-reduce holds the communication thread; backward
+// runs on until it has nothing left but to wait for that bucket.
 //
 // Holds: all parameters, all gradients, all optimizer state (Adam: 2x params).
 // Bytes on the wire per node per step: 2(N-1)/N x 4P sent and the same
 // received (P = parameter count), in ceil(4P / bucketBytes) all-reduces.
 #include "strategies.h"
 
+#include "engine/comm_queue.h"
 #include "engine/flat_params.h"
+#include "engine/memory_tracker.h"
 #include "engine/tensor_bridge.h"
 #include "net/communicator.h"
+#include "net/transport.h"
 
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -36,6 +46,7 @@ public:
     // outlives the run).
     ~DdpStrategy() override
     {
+        m_queue.reset(); // a bucket still in flight (backward threw) fails first
         for (std::size_t i = 0; i < m_accumulators.size(); ++i)
             m_accumulators[i]->del_post_hook(m_hookKeys[i]);
     }
@@ -60,6 +71,14 @@ public:
             ++b.params;
             m_bucketOf[i] = m_buckets.size() - 1;
         }
+        m_slotReady.assign(slots.size(), false);
+        net::Communicator *comm = ctx.comm;
+        m_queue = std::make_unique<CommQueue>(memory::currentNode(), [comm] {
+            try {
+                comm->transport().abort();
+            } catch (const std::exception &) { // another backend: its own timeouts end the call
+            }
+        });
         for (std::size_t i = 0; i < slots.size(); ++i) {
             auto acc = torch::autograd::impl::grad_accumulator(slots[i].param);
             m_hookKeys.push_back(acc->add_post_hook(std::make_unique<ReadyHook>(this, i)));
@@ -72,12 +91,14 @@ public:
         m_flat->grads().zero_();
         for (auto &b : m_buckets)
             b.ready = 0;
+        m_slotReady.assign(m_slotReady.size(), false);
         m_launched = 0;
         const torch::Tensor loss =
             timed(m_ctx, SpanEvent::Kind::Forward, step, [&] { return m_ctx.model->loss(localBatch(m_ctx, step)); });
         timed(m_ctx, SpanEvent::Kind::Backward, step,
               [&] { weightedLoss(loss, batchWeight(m_ctx)).backward(); });
         launchReady(/*all=*/true); // parameters that got no gradient still take part
+        m_queue->drain();          // the optimizer waits for the last bucket
         timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] { m_opt->step(m_flat->values(), m_flat->grads()); });
         return loss.item<double>();
     }
@@ -110,6 +131,9 @@ private:
         torch::autograd::variable_list operator()(const torch::autograd::variable_list &outputs,
                                                   const torch::autograd::variable_list &) override
         {
+            if (m_self->m_slotReady[m_slot])
+                return outputs; // accumulated twice: the bucket was counted already
+            m_self->m_slotReady[m_slot] = true;
             Bucket &b = m_self->m_buckets[m_self->m_bucketOf[m_slot]];
             ++b.ready;
             m_self->launchReady(/*all=*/false);
@@ -119,15 +143,19 @@ private:
         std::size_t m_slot;
     };
 
-    // All-reduce buckets strictly in order, so every node issues the same
-    // sequence of collectives whatever order its hooks fire in.
+    // Hand buckets to the communication thread strictly in order, so every
+    // node issues the same sequence of collectives whatever order its hooks
+    // fire in.
     void launchReady(bool all)
     {
         while (m_launched < m_buckets.size() &&
                (all || m_buckets[m_launched].ready == m_buckets[m_launched].params)) {
             const Bucket &b = m_buckets[m_launched];
-            m_ctx.comm->allReduce(viewOf(m_flat->grads().narrow(0, b.begin, b.numel)), net::ReduceOp::Average,
-                                  "grads.bucket" + std::to_string(m_launched));
+            const net::TensorView view = viewOf(m_flat->grads().narrow(0, b.begin, b.numel));
+            net::Communicator *comm = m_ctx.comm;
+            m_queue->submit([comm, view, name = "grads.bucket" + std::to_string(m_launched)] {
+                comm->allReduce(view, net::ReduceOp::Average, name);
+            });
             ++m_launched;
         }
     }
@@ -137,9 +165,11 @@ private:
     std::unique_ptr<FlatOptimizer> m_opt;
     std::vector<Bucket> m_buckets;
     std::vector<std::size_t> m_bucketOf;
+    std::vector<bool> m_slotReady; // this step's gradient has been accumulated, by slot
     std::vector<std::shared_ptr<torch::autograd::Node>> m_accumulators;
     std::vector<std::uintptr_t> m_hookKeys; // by accumulator: its ReadyHook
     std::size_t m_launched = 0;
+    std::unique_ptr<CommQueue> m_queue; // last member: its thread goes first
 };
 
 } // namespace

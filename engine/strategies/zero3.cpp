@@ -12,7 +12,21 @@
 //             the parameter gradients so node r receives its shard's, and free
 //             the full parameters again;
 //   update:   node r applies the optimizer to its shards.
-// So at most one layer is ever materialised in full on a node.
+//
+// Prefetch, as FSDP's forward and backward prefetch: the collectives run on
+// the node's communication thread (engine/comm_queue.h), and while layer k
+// computes, the all-gather of the next layer (k+1 in forward, k-1 in
+// backward) is already in flight; the backward pass's first gather starts
+// as soon as the forward pass has freed the last layer, under the loss. A
+// layer is freed only once the next one has arrived, so, exactly at every
+// collective boundary:
+//   forward gather of k:       layer k-1 held in full (k > 0), k's buffer in
+//                              comm until it has arrived, then held too;
+//   backward gather of k:      layer k+1 held (k < last), k as above;
+//   reduce-scatter of k:       layer k-1 held (k > 0; k itself is freed), the
+//                              gradient buffer of k in comm.
+// So at most two layers are materialised in full on a node at once: the one
+// computing and the one arriving.
 //
 // Holds between steps: P/N parameters, P/N gradients, optimizer state for
 // P/N. Bytes on the wire per node per step: (N-1)/N x 4P (forward gather) +
@@ -21,10 +35,15 @@
 // memory.
 #include "strategies.h"
 
+#include "engine/comm_queue.h"
 #include "engine/flat_params.h"
+#include "engine/memory_tracker.h"
 #include "engine/tensor_bridge.h"
 #include "net/communicator.h"
+#include "net/transport.h"
 
+#include <atomic>
+#include <deque>
 #include <map>
 
 namespace smol::engine {
@@ -57,17 +76,27 @@ public:
             std::vector<std::pair<std::string, torch::Tensor>> named;
             for (const auto &n : layer.paramNames)
                 named.emplace_back(n, byName.at(n));
-            Shard s;
+            Shard &s = m_shards.emplace_back();
             s.flat = std::make_unique<FlatParams>(named);
             s.range = net::Communicator::chunk(std::size_t(s.flat->numel()), ctx.nodes, ctx.rank);
             s.values = mine(s, s.flat->values()).clone();
             s.grads = torch::zeros_like(s.values);
             s.opt = std::make_unique<FlatOptimizer>(ctx.optimizer, s.values.numel());
             s.flat->releaseValues(); // from here on only the shard stays
-            m_shards.push_back(std::move(s));
         }
         m_anchor = torch::zeros({1}, torch::requires_grad());
+        m_forwardTicket.assign(m_layers.size(), 0);
+        m_backwardTicket.assign(m_layers.size(), 0);
+        net::Communicator *comm = ctx.comm;
+        m_queue = std::make_unique<CommQueue>(memory::currentNode(), [comm] {
+            try {
+                comm->transport().abort();
+            } catch (const std::exception &) { // another backend: its own timeouts end the call
+            }
+        });
     }
+
+    ~Zero3Strategy() override { m_queue.reset(); } // a collective still in flight fails first
 
     double step(std::int64_t step) override
     {
@@ -83,6 +112,9 @@ public:
         // Runs GatheredLayer::backward from the last layer to the first.
         timed(m_ctx, SpanEvent::Kind::Backward, step,
               [&] { weightedLoss(loss, batchWeight(m_ctx)).backward(); });
+        m_queue->drain(); // the last reduce-scatter
+        std::fill(m_forwardTicket.begin(), m_forwardTicket.end(), 0);
+        std::fill(m_backwardTicket.begin(), m_backwardTicket.end(), 0);
         timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] {
             for (auto &s : m_shards)
                 s.opt->step(s.values, s.grads);
@@ -90,17 +122,24 @@ public:
         return loss.item<double>();
     }
 
-    // Materialise layer k: every node contributes its shard.
-    void gather(std::size_t k, const char *why)
+    // Materialise layer k: every node contributes its shard. Runs on the
+    // communication thread (prefetch), or on the compute thread between steps.
+    void gather(std::size_t k, const std::string &why)
     {
         Shard &s = m_shards[k];
         torch::Tensor full = torch::empty({s.flat->numel()}, torch::kFloat32);
         mine(s, full).copy_(s.values);
         m_gathering = std::int64_t(k);
-        m_ctx.comm->allGather(viewOf(full), std::string(why) + "." + m_layers[k].name);
-        m_gathering = -1;
+        m_ctx.comm->allGather(viewOf(full), why + "." + m_layers[k].name);
         s.flat->adoptValues(full);
         s.materialised = true;
+        m_gathering = -1;
+    }
+
+    // Queue layer k's all-gather on the communication thread.
+    std::uint64_t prefetch(std::size_t k, const char *why)
+    {
+        return m_queue->submit([this, k, why = std::string(why)] { gather(k, why); });
     }
 
     void release(std::size_t k)
@@ -109,8 +148,57 @@ public:
         m_shards[k].materialised = false;
     }
 
-    // Backward of layer k, with its parameters materialised.
-    torch::Tensor layerBackward(std::size_t k, const torch::Tensor &input, const torch::Tensor &gradOut)
+    // GatheredLayer::forward of layer k: its parameters (gathered while the
+    // previous layer computed), then the next layer's gather in flight; k is
+    // freed once that one has arrived, and after the last layer the backward
+    // pass's first gather starts.
+    torch::Tensor forwardLayer(std::size_t k, const torch::Tensor &input)
+    {
+        if (m_forwardTicket[k] == 0)
+            m_forwardTicket[k] = prefetch(k, "params");
+        m_queue->wait(m_forwardTicket[k]);
+        const bool next = k + 1 < m_layers.size();
+        if (next)
+            m_forwardTicket[k + 1] = prefetch(k + 1, "params");
+        torch::Tensor out = m_layers[k].forward(input);
+        if (next)
+            m_queue->wait(m_forwardTicket[k + 1]);
+        release(k);
+        if (!next)
+            m_backwardTicket[k] = prefetch(k, "params.backward");
+        return out;
+    }
+
+    // GatheredLayer::backward of layer k, the same way round: the layer
+    // before it is gathered while k's gradients are taken.
+    torch::Tensor backwardLayer(std::size_t k, const torch::Tensor &input, const torch::Tensor &gradOut)
+    {
+        if (m_backwardTicket[k] == 0)
+            m_backwardTicket[k] = prefetch(k, "params.backward");
+        m_queue->wait(m_backwardTicket[k]);
+        if (k > 0)
+            m_backwardTicket[k - 1] = prefetch(k - 1, "params.backward");
+        torch::Tensor flatGrad;
+        torch::Tensor gradInput = layerBackward(k, input, gradOut, &flatGrad);
+        // Freed once the next collective has begun (the gather of k-1, or
+        // for the first layer the reduce-scatter before its own).
+        m_queue->wait(k > 0 ? m_backwardTicket[k - 1] : m_lastScatter);
+        release(k);
+        // Averaged on the communication thread; the optimizer waits for it.
+        m_lastScatter = m_queue->submit([this, k, flatGrad] {
+            Shard &s = m_shards[k];
+            m_scatterBytes = std::int64_t(flatGrad.nbytes());
+            m_ctx.comm->reduceScatter(viewOf(flatGrad), net::ReduceOp::Average, "grads." + m_layers[k].name);
+            m_scatterBytes = 0;
+            s.grads.add_(mine(s, flatGrad));
+        });
+        return gradInput;
+    }
+
+    // Gradients of layer k, with its parameters materialised: the input's,
+    // returned, and the parameters' as one flat buffer.
+    torch::Tensor layerBackward(std::size_t k, const torch::Tensor &input, const torch::Tensor &gradOut,
+                                torch::Tensor *flatGradOut)
     {
         Shard &s = m_shards[k];
         torch::AutoGradMode enable(true);
@@ -130,14 +218,9 @@ public:
         for (std::size_t i = 0; i < s.flat->slots().size(); ++i)
             if (grads[i].defined())
                 flatGrad.narrow(0, s.flat->slots()[i].offset, s.flat->slots()[i].numel).copy_(grads[i].reshape({-1}));
-        m_scatterBytes = std::int64_t(flatGrad.nbytes());
-        m_ctx.comm->reduceScatter(viewOf(flatGrad), net::ReduceOp::Average, "grads." + m_layers[k].name);
-        m_scatterBytes = 0;
-        s.grads.add_(mine(s, flatGrad));
+        *flatGradOut = flatGrad;
         return wantInputGrad ? grads.back() : torch::Tensor();
     }
-
-    const ModelLayer &layer(std::size_t k) const { return m_layers[k]; }
 
     // Exact at any collective boundary: a layer held in full counts in
     // params (its full size, of which the shard is a part); the buffer an
@@ -220,7 +303,7 @@ private:
         torch::Tensor values;             // the shard this node owns
         torch::Tensor grads;
         std::unique_ptr<FlatOptimizer> opt;
-        bool materialised = false;
+        std::atomic<bool> materialised{false}; // read by the hooks on the communication thread
     };
 
     static torch::Tensor mine(const Shard &s, const torch::Tensor &flat)
@@ -230,18 +313,19 @@ private:
 
     NodeContext m_ctx;
     std::vector<ModelLayer> m_layers;
-    std::vector<Shard> m_shards;
+    std::deque<Shard> m_shards;
     torch::Tensor m_anchor; // requires grad, so every layer's output does and backward reaches each
-    std::int64_t m_gathering = -1;  // the layer whose all-gather is in progress (memory())
-    std::int64_t m_scatterBytes = 0; // the gradient buffer a reduce-scatter is averaging
+    std::atomic<std::int64_t> m_gathering{-1};  // the layer whose all-gather is in progress (memory())
+    std::atomic<std::int64_t> m_scatterBytes{0}; // the gradient buffer a reduce-scatter is averaging
+    std::vector<std::uint64_t> m_forwardTicket, m_backwardTicket; // this step's gathers, by layer
+    std::uint64_t m_lastScatter = 0;                               // the latest reduce-scatter's ticket
+    std::unique_ptr<CommQueue> m_queue; // last member: its thread goes first
 };
 
 torch::Tensor GatheredLayer::forward(torch::autograd::AutogradContext *ctx, torch::Tensor input, torch::Tensor,
                                      Zero3Strategy *self, std::int64_t layer)
 {
-    self->gather(std::size_t(layer), "params");
-    torch::Tensor out = self->layer(std::size_t(layer)).forward(input);
-    self->release(std::size_t(layer));
+    torch::Tensor out = self->forwardLayer(std::size_t(layer), input);
     ctx->save_for_backward({input});
     ctx->saved_data["layer"] = layer;
     ctx->saved_data["self"] = reinterpret_cast<std::int64_t>(self);
@@ -254,9 +338,7 @@ torch::autograd::variable_list GatheredLayer::backward(torch::autograd::Autograd
     auto *self = reinterpret_cast<Zero3Strategy *>(ctx->saved_data["self"].toInt());
     const auto layer = std::size_t(ctx->saved_data["layer"].toInt());
     const torch::Tensor input = ctx->get_saved_variables()[0];
-    self->gather(layer, "params.backward");
-    torch::Tensor gradInput = self->layerBackward(layer, input, gradOutputs[0]);
-    self->release(layer);
+    torch::Tensor gradInput = self->backwardLayer(layer, input, gradOutputs[0]);
     return {gradInput, torch::Tensor(), torch::Tensor(), torch::Tensor()};
 }
 
