@@ -92,10 +92,10 @@ Exit code 0 when every result matched, 1 on a mismatch or a failed run,
 2 on bad arguments.
 
 bench session: a ddp mlp run on 2 nodes with and without a session
-recorder (alternating rounds, median step time; target ratio <= 1.03),
-N frame events (default 1M) written to a session file (target >= 500k/s),
-and 20 random 1 s windows read from it (target <= 50 ms). Defaults: 1500
-steps, 5 rounds.
+recorder, back to back in each round (the median of the rounds' step-time
+ratios; target <= 1.03), N frame events (default 1M) written to a session
+file (target >= 1M/s), and 20 random 1 s windows read from it (target
+<= 50 ms). Defaults: 1500 steps, 7 rounds.
 
 bench cluster: N (default 2) `smolctl node` processes joined to a
 coordinator on 127.0.0.1 run the same mlp job with ddp and with zero3, each

@@ -133,8 +133,8 @@ int runSessionBench(const QStringList &args, QTextStream &out, QTextStream &err)
         const double overhead = median(ratios);
         out << "step time: " << QString::number(median(plain) * 1e3, 'f', 3) << " ms without a recorder, "
             << QString::number(median(nullSink) * 1e3, 'f', 3) << " ms with events taken and dropped, "
-            << QString::number(median(recorded) * 1e3, 'f', 3) << " ms recorded (" << QString::number(eventRate, 'f', 0)
-            << " events/s)\n";
+            << QString::number(median(recorded) * 1e3, 'f', 3) << " ms recorded ("
+            << QString::number(eventRate, 'f', 0) << " events/s)\n";
         out << "recording overhead (step time with / without): " << QString::number(overhead, 'f', 3)
             << " (target <= 1.03; median of the rounds' ratios, which ranged "
             << QString::number(*std::min_element(ratios.begin(), ratios.end()), 'f', 3) << " to "
@@ -191,10 +191,10 @@ int runSessionBench(const QStringList &args, QTextStream &out, QTextStream &err)
             windowMs.push_back(double(wall.nsecsElapsed()) / 1e6);
         }
         const double worst = *std::max_element(windowMs.begin(), windowMs.end());
-        out << "1M-event session (" << QString::number(density, 'f', 0) << " events per recorded second): open "
-            << QString::number(openMs, 'f', 1) << " ms; 1 s window (" << rows / 20 << " rows) median "
-            << QString::number(median(windowMs), 'f', 1) << " ms, worst " << QString::number(worst, 'f', 1)
-            << " ms (target <= 50 ms)\n";
+        out << "1M-event session (" << QString::number(density, 'f', 0)
+            << " events per recorded second): open " << QString::number(openMs, 'f', 1) << " ms; 1 s window ("
+            << rows / 20 << " rows) median " << QString::number(median(windowMs), 'f', 1) << " ms, worst "
+            << QString::number(worst, 'f', 1) << " ms (target <= 50 ms)\n";
         out << "session bench: overhead " << QString::number(overhead, 'f', 3) << ", write "
             << QString::number(double(events) / writeSeconds, 'f', 0) << " events/s, window worst "
             << QString::number(openMs + worst, 'f', 1) << " ms incl. open\n";

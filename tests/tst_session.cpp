@@ -343,10 +343,12 @@ const char *const kEarlierSchema[] = {
     "CREATE TABLE run (id INTEGER PRIMARY KEY CHECK (id = 1), strategy TEXT NOT NULL, model TEXT NOT NULL,"
     " nodes INTEGER NOT NULL, steps INTEGER NOT NULL, start_ns INTEGER NOT NULL, config_json BLOB,"
     " placement_json BLOB)",
-    "CREATE TABLE nodes (rank INTEGER PRIMARY KEY, name TEXT NOT NULL, host TEXT NOT NULL, role TEXT NOT NULL)",
+    "CREATE TABLE nodes (rank INTEGER PRIMARY KEY, name TEXT NOT NULL, host TEXT NOT NULL, role TEXT NOT "
+    "NULL)",
     "CREATE TABLE frames (t_end INTEGER NOT NULL, id INTEGER NOT NULL, t_start INTEGER NOT NULL,"
     " side INTEGER NOT NULL, src INTEGER NOT NULL, dst INTEGER NOT NULL, kind INTEGER NOT NULL,"
-    " seq INTEGER NOT NULL, tag INTEGER NOT NULL, bytes INTEGER NOT NULL, PRIMARY KEY (t_end, id)) WITHOUT ROWID",
+    " seq INTEGER NOT NULL, tag INTEGER NOT NULL, bytes INTEGER NOT NULL, PRIMARY KEY (t_end, id)) WITHOUT "
+    "ROWID",
     "CREATE TABLE spans (id INTEGER PRIMARY KEY, t_start INTEGER NOT NULL, t_end INTEGER NOT NULL,"
     " node INTEGER NOT NULL, kind INTEGER NOT NULL, name TEXT NOT NULL, step INTEGER NOT NULL,"
     " collective INTEGER NOT NULL, seq INTEGER NOT NULL, bytes INTEGER NOT NULL)",
@@ -359,7 +361,8 @@ const char *const kEarlierSchema[] = {
     " node INTEGER NOT NULL, name TEXT NOT NULL, value REAL)",
     "CREATE INDEX metrics_by_t ON metrics (t)",
     "CREATE INDEX metrics_by_step ON metrics (step)",
-    "CREATE TABLE logs (id INTEGER PRIMARY KEY, t INTEGER NOT NULL, node INTEGER NOT NULL, text TEXT NOT NULL)",
+    "CREATE TABLE logs (id INTEGER PRIMARY KEY, t INTEGER NOT NULL, node INTEGER NOT NULL, text TEXT NOT "
+    "NULL)",
     "CREATE INDEX logs_by_t ON logs (t)",
     "CREATE TABLE tensors (id INTEGER PRIMARY KEY, t INTEGER NOT NULL, pause_id INTEGER NOT NULL,"
     " node INTEGER NOT NULL, step INTEGER NOT NULL, collective INTEGER NOT NULL, seq INTEGER NOT NULL,"
@@ -375,7 +378,8 @@ const char kMemoryV2[] =
     "CREATE TABLE memory (id INTEGER PRIMARY KEY, t INTEGER NOT NULL, node INTEGER NOT NULL,"
     " step INTEGER NOT NULL, params INTEGER NOT NULL, grads INTEGER NOT NULL, optimizer INTEGER NOT NULL,"
     " activations INTEGER NOT NULL, comm INTEGER NOT NULL, live INTEGER NOT NULL, peak INTEGER NOT NULL,"
-    " collective INTEGER NOT NULL DEFAULT 0, seq INTEGER NOT NULL DEFAULT 0, before INTEGER NOT NULL DEFAULT 0)";
+    " collective INTEGER NOT NULL DEFAULT 0, seq INTEGER NOT NULL DEFAULT 0, before INTEGER NOT NULL DEFAULT "
+    "0)";
 
 // Writes `run` the way the Qt Sql writer did: its schema, one QVariant per
 // value (unsigned values as qlonglong), no max_*_ns meta for versions that
@@ -390,7 +394,9 @@ void writeWithQtSql(const QString &path, const SyntheticRun &run, int version)
         QSqlQuery q(db);
         QVERIFY(db.transaction());
         for (const char *statement : kEarlierSchema) {
-            const char *sql = std::strcmp(statement, "MEMORY") ? statement : version >= 2 ? kMemoryV2 : kMemoryV1;
+            const char *sql = std::strcmp(statement, "MEMORY") ? statement
+                              : version >= 2                   ? kMemoryV2
+                                                               : kMemoryV1;
             QVERIFY2(q.exec(QString::fromLatin1(sql)), sql);
         }
         auto insert = [&](const char *sql, const QVariantList &values) {
@@ -409,8 +415,8 @@ void writeWithQtSql(const QString &path, const SyntheticRun &run, int version)
         const SessionHeader &h = run.header;
         insert("INSERT INTO run (id, strategy, model, nodes, steps, start_ns, config_json, placement_json)"
                " VALUES (1, ?, ?, ?, ?, ?, ?, ?)",
-               {text(h.strategy), text(h.model), h.nodes, qlonglong(h.steps), qlonglong(h.startNs), h.configJson,
-                h.placementJson});
+               {text(h.strategy), text(h.model), h.nodes, qlonglong(h.steps), qlonglong(h.startNs),
+                h.configJson, h.placementJson});
         for (const SessionNode &n : h.nodeList)
             insert("INSERT INTO nodes (rank, name, host, role) VALUES (?, ?, ?, ?)",
                    {n.rank, text(n.name), text(n.host), text(n.role)});
@@ -426,10 +432,11 @@ void writeWithQtSql(const QString &path, const SyntheticRun &run, int version)
                    {qlonglong(e.startNs), qlonglong(e.endNs), e.node, int(e.kind), text(e.name),
                     qlonglong(e.step), int(e.collective), qlonglong(e.seq), qlonglong(e.bytes)});
         for (const MemorySample &m : run.memory) {
-            QVariantList v{qlonglong(m.tNs),    m.node,          qlonglong(m.step),
-                           qlonglong(m.params), qlonglong(m.grads), qlonglong(m.optimizer),
-                           qlonglong(m.activations), qlonglong(m.comm), qlonglong(m.live),
-                           qlonglong(m.peak)};
+            QVariantList v{qlonglong(m.tNs),         m.node,
+                           qlonglong(m.step),        qlonglong(m.params),
+                           qlonglong(m.grads),       qlonglong(m.optimizer),
+                           qlonglong(m.activations), qlonglong(m.comm),
+                           qlonglong(m.live),        qlonglong(m.peak)};
             if (version >= 2) {
                 v << int(m.collective) << qlonglong(m.seq) << int(m.before);
                 insert("INSERT INTO memory (t, node, step, params, grads, optimizer, activations, comm, live,"
@@ -445,12 +452,14 @@ void writeWithQtSql(const QString &path, const SyntheticRun &run, int version)
             insert("INSERT INTO metrics (t, step, node, name, value) VALUES (?, ?, ?, ?, ?)",
                    {qlonglong(m.tNs), qlonglong(m.step), m.node, text(m.name), m.value});
         for (const LogLine &l : run.logs)
-            insert("INSERT INTO logs (t, node, text) VALUES (?, ?, ?)", {qlonglong(l.tNs), l.node, text(l.text)});
+            insert("INSERT INTO logs (t, node, text) VALUES (?, ?, ?)",
+                   {qlonglong(l.tNs), l.node, text(l.text)});
         for (const TensorRecord &t : run.tensors)
-            insert("INSERT INTO tensors (t, pause_id, node, step, collective, seq, name, before, snapshot_json)"
-                   " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   {qlonglong(t.tNs), qlonglong(t.pauseId), t.node, qlonglong(t.step), int(t.collective),
-                    qlonglong(t.seq), text(t.name), int(t.before), t.snapshotJson});
+            insert(
+                "INSERT INTO tensors (t, pause_id, node, step, collective, seq, name, before, snapshot_json)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                {qlonglong(t.tNs), qlonglong(t.pauseId), t.node, qlonglong(t.step), int(t.collective),
+                 qlonglong(t.seq), text(t.name), int(t.before), t.snapshotJson});
         meta("end_ns", qlonglong(run.endNs));
         meta("duration_ns", qlonglong(run.endNs - h.startNs));
         meta("events_written", qlonglong(run.size()));
@@ -1084,8 +1093,8 @@ void TestSession::readsVersion1Files()
         db.setDatabaseName(path);
         QVERIFY(db.open());
         QSqlQuery q(db);
-        for (const char *s : {"ALTER TABLE memory DROP COLUMN collective", "ALTER TABLE memory DROP COLUMN seq",
-                              "ALTER TABLE memory DROP COLUMN before",
+        for (const char *s : {"ALTER TABLE memory DROP COLUMN collective",
+                              "ALTER TABLE memory DROP COLUMN seq", "ALTER TABLE memory DROP COLUMN before",
                               "UPDATE meta SET value = 1 WHERE key = 'schema_version'"})
             QVERIFY2(q.exec(QString::fromLatin1(s)), s);
         q.finish();

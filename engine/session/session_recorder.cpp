@@ -58,7 +58,8 @@ const char *const kSchema[] = {
     "CREATE TABLE memory (id INTEGER PRIMARY KEY, t INTEGER NOT NULL, node INTEGER NOT NULL,"
     " step INTEGER NOT NULL, params INTEGER NOT NULL, grads INTEGER NOT NULL, optimizer INTEGER NOT NULL,"
     " activations INTEGER NOT NULL, comm INTEGER NOT NULL, live INTEGER NOT NULL, peak INTEGER NOT NULL,"
-    " collective INTEGER NOT NULL DEFAULT 0, seq INTEGER NOT NULL DEFAULT 0, before INTEGER NOT NULL DEFAULT 0)",
+    " collective INTEGER NOT NULL DEFAULT 0, seq INTEGER NOT NULL DEFAULT 0, before INTEGER NOT NULL DEFAULT "
+    "0)",
     "CREATE INDEX memory_by_t ON memory (t)",
     "CREATE TABLE metrics (id INTEGER PRIMARY KEY, t INTEGER NOT NULL, step INTEGER NOT NULL,"
     " node INTEGER NOT NULL, name TEXT NOT NULL, value REAL)",
@@ -74,7 +75,6 @@ const char *const kSchema[] = {
     "CREATE INDEX tensors_by_pause ON tensors (pause_id)",
 };
 
-
 // One prepared statement, reset after each run; binds are 1-based and run
 // in order through bind().
 class Statement {
@@ -82,8 +82,8 @@ public:
     Statement(sqlite3 *db, const std::string &sql)
         : m_db(db)
     {
-        if (sqlite3_prepare_v3(db, sql.c_str(), int(sql.size()), SQLITE_PREPARE_PERSISTENT, &m_stmt, nullptr) !=
-            SQLITE_OK)
+        if (sqlite3_prepare_v3(db, sql.c_str(), int(sql.size()), SQLITE_PREPARE_PERSISTENT, &m_stmt,
+                               nullptr) != SQLITE_OK)
             throw SessionError("cannot prepare " + sql.substr(0, sql.find(" (")) + ": " + sqlite3_errmsg(db));
     }
     ~Statement() { sqlite3_finalize(m_stmt); }
@@ -176,8 +176,9 @@ public:
     {
         const QByteArray file = QFile::encodeName(path);
         // NOMUTEX: the connection is used by this thread only.
-        const int rc = sqlite3_open_v2(file.constData(), &m_db,
-                                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+        const int rc =
+            sqlite3_open_v2(file.constData(), &m_db,
+                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
         if (rc != SQLITE_OK) {
             const std::string reason = m_db ? sqlite3_errmsg(m_db) : sqlite3_errstr(rc);
             sqlite3_close(m_db);
@@ -315,7 +316,8 @@ public:
         }
         for (int k = 0; k < SpanEvent::kKinds; ++k) {
             if (m_maxSpanNs[std::size_t(k)] != m_writtenMaxSpanNs[std::size_t(k)]) {
-                setMeta(std::string("max_span_ns.") + spanKindName(SpanEvent::Kind(k)), m_maxSpanNs[std::size_t(k)]);
+                setMeta(std::string("max_span_ns.") + spanKindName(SpanEvent::Kind(k)),
+                        m_maxSpanNs[std::size_t(k)]);
                 m_writtenMaxSpanNs[std::size_t(k)] = m_maxSpanNs[std::size_t(k)];
             }
         }
@@ -336,14 +338,17 @@ public:
 private:
     void prepareStatements()
     {
-        m_frames = std::make_unique<BulkInsert>(m_db, "frames", "t_end,id,t_start,side,src,dst,kind,seq,tag,bytes");
-        m_spans = std::make_unique<BulkInsert>(m_db, "spans", "t_start,t_end,node,kind,name,step,collective,seq,bytes");
+        m_frames =
+            std::make_unique<BulkInsert>(m_db, "frames", "t_end,id,t_start,side,src,dst,kind,seq,tag,bytes");
+        m_spans = std::make_unique<BulkInsert>(m_db, "spans",
+                                               "t_start,t_end,node,kind,name,step,collective,seq,bytes");
         m_memory = std::make_unique<BulkInsert>(
-            m_db, "memory", "t,node,step,params,grads,optimizer,activations,comm,live,peak,collective,seq,before");
+            m_db, "memory",
+            "t,node,step,params,grads,optimizer,activations,comm,live,peak,collective,seq,before");
         m_metrics = std::make_unique<BulkInsert>(m_db, "metrics", "t,step,node,name,value");
         m_logs = std::make_unique<BulkInsert>(m_db, "logs", "t,node,text");
-        m_tensors =
-            std::make_unique<BulkInsert>(m_db, "tensors", "t,pause_id,node,step,collective,seq,name,before,snapshot_json");
+        m_tensors = std::make_unique<BulkInsert>(
+            m_db, "tensors", "t,pause_id,node,step,collective,seq,name,before,snapshot_json");
         m_meta = std::make_unique<Statement>(m_db, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)");
         m_begin = std::make_unique<Statement>(m_db, "BEGIN");
         m_commit = std::make_unique<Statement>(m_db, "COMMIT");
@@ -443,7 +448,8 @@ template <class T> void SessionRecorder::enqueue(std::vector<T> Batch::*queue, c
     std::lock_guard<std::mutex> lock(m_mutex);
     if (!m_accepting)
         return;
-    if (!m_boosted && m_queued > 0 && net::monotonicNs() - m_lastCommitNs.load(std::memory_order_relaxed) > kBoostAfterNs) {
+    if (!m_boosted && m_queued > 0 &&
+        net::monotonicNs() - m_lastCommitNs.load(std::memory_order_relaxed) > kBoostAfterNs) {
         setWriterPriority(m_writer.native_handle(), false); // starved: back to a fair share
         m_boosted = true;
     }
