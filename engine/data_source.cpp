@@ -27,3 +27,18 @@ RowRange checkedBatchRows(std::int64_t step, std::int64_t globalBatch, int rank,
 }
 
 } // namespace smol::engine
+
+namespace smol::engine {
+
+Batch DataSource::testSlice(std::int64_t first, std::int64_t count) const
+{
+    const Batch all = testSet();
+    const std::int64_t n = all.input.defined() ? all.input.size(0) : 0;
+    first = std::clamp<std::int64_t>(first, 0, n);
+    count = std::clamp<std::int64_t>(count, 0, n - first);
+    if (n == 0)
+        return all;
+    return Batch{all.input.narrow(0, first, count).clone(), all.target.narrow(0, first, count).clone()};
+}
+
+} // namespace smol::engine

@@ -36,6 +36,10 @@ public:
     // Held-out data for evaluation (may be empty for text corpora: then a
     // fixed set of held-out blocks).
     virtual Batch testSet() const = 0;
+    // Rows [first, first + count) of testSet() (clamped to it), holding only
+    // those rows: an evaluation in slices never has the whole set as floats.
+    virtual Batch testSlice(std::int64_t first, std::int64_t count) const;
+    virtual std::int64_t testRows() const { return testSet().input.size(0); }
     // Token vocabulary for text sources, 0 for images.
     virtual std::int64_t vocabSize() const { return 0; }
 };

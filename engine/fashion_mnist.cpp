@@ -25,6 +25,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -223,6 +224,17 @@ public:
         batch.target = m_testLabels.clone();                      // (10000)
         return batch;
     }
+    Batch testSlice(std::int64_t first, std::int64_t count) const override
+    {
+        const std::int64_t n = m_testImages.size(0);
+        first = std::clamp<std::int64_t>(first, 0, n);
+        count = std::clamp<std::int64_t>(count, 0, n - first);
+        Batch batch;
+        batch.input = m_testImages.narrow(0, first, count).to(torch::kFloat32).div_(255); // (count, 784)
+        batch.target = m_testLabels.narrow(0, first, count).clone();                      // (count)
+        return batch;
+    }
+    std::int64_t testRows() const override { return m_testImages.size(0); }
 
 private:
     // An IDX file (big-endian magic 2051 for images: 16-byte header with

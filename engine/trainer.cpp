@@ -396,13 +396,11 @@ double testAccuracyOf(const TrainConfig &config, const DataSource &data, const t
     torch::NoGradGuard noGrad;
     // In slices of 1000: the activations of 10000 rows at once would be a
     // process's memory peak.
-    const Batch all = data.testSet();
-    const std::int64_t n = all.input.size(0);
+    const std::int64_t n = data.testRows();
     double correct = 0;
     for (std::int64_t at = 0; at < n; at += 1000) {
         const std::int64_t rows = std::min<std::int64_t>(1000, n - at);
-        correct += double(std::llround(
-            eval->accuracy(Batch{all.input.narrow(0, at, rows), all.target.narrow(0, at, rows)}) * double(rows)));
+        correct += double(std::llround(eval->accuracy(data.testSlice(at, rows)) * double(rows)));
     }
     return n > 0 ? correct / double(n) : 0;
 }
@@ -474,9 +472,7 @@ NodeResult runNode(const TrainConfig &config, const NodeRun &run)
     if (testing && rank == 0) {
         memory::NodeScope uncharged(-1);
         evalModel = makeModel(config.model);
-        const Batch all = run.data->testSet();
-        const std::int64_t n = std::min<std::int64_t>(kTestLossSamples, all.input.size(0));
-        testBatch = Batch{all.input.narrow(0, 0, n), all.target.narrow(0, 0, n)};
+        testBatch = run.data->testSlice(0, kTestLossSamples);
     }
     if (run.firstStep > 0 || run.initialMoments.defined()) {
         const bool adam = config.optimizer.kind == OptimizerConfig::Kind::Adam;

@@ -211,6 +211,14 @@ void TestDataSource::mnistTestSet()
     QCOMPARE(t.target.sizes().vec(), std::vector<std::int64_t>{10000});
     QVERIFY(torch::equal(torch::bincount(t.target), torch::full({10}, 1000, torch::kInt64)));
     QVERIFY(t.input.max().item<float>() == 1.0f);
+    // A slice is those rows of the set and holds nothing more; past the end it is clamped.
+    QCOMPARE(m_mnist->testRows(), std::int64_t(10000));
+    const Batch s = m_mnist->testSlice(9000, 1000);
+    QVERIFY(torch::equal(s.input, t.input.narrow(0, 9000, 1000)));
+    QVERIFY(torch::equal(s.target, t.target.narrow(0, 9000, 1000)));
+    QCOMPARE(std::int64_t(s.input.storage().nbytes()), std::int64_t(1000 * 784 * 4));
+    QCOMPARE(m_mnist->testSlice(9990, 100).input.size(0), std::int64_t(10));
+    QCOMPARE(m_mnist->testSlice(20000, 5).input.size(0), std::int64_t(0));
 }
 
 void TestDataSource::batchRowsSplitEvenly_data()
