@@ -70,8 +70,10 @@ public:
         engine::SessionEventSink *next = nullptr;
         {
             std::lock_guard lock(m_mutex);
-            if (e.side == net::FrameEvent::Side::Send && e.src != e.dst) {
-                m_sends.push_back({e.sendCompleteNs, e.src, e.dst, e.bytes});
+            if (e.side == net::FrameEvent::Side::Send) {
+                // src == dst: --backend gloo's one event per collective, the
+                // bytes this node handed to it; a node's, on no link (dst -1).
+                m_sends.push_back({e.sendCompleteNs, e.src, e.src != e.dst ? e.dst : -1, e.bytes});
                 m_dirty = true;
             }
             if (e.src != e.dst)
@@ -131,7 +133,8 @@ public:
             m_sends.pop_front();
         Traffic t;
         for (const Send &s : m_sends) {
-            t.linkBytesPerSecond[{s.src, s.dst}] += double(s.bytes);
+            if (s.dst >= 0)
+                t.linkBytesPerSecond[{s.src, s.dst}] += double(s.bytes);
             t.sentPerSecond[s.src] += double(s.bytes);
         }
         return t;
@@ -587,6 +590,8 @@ void EngineController::start(const RunSettings &s)
     c.placement = s.placement.toStdString();
     c.microBatches = std::max<qint64>(1, s.microBatches);
     c.schedule = s.schedule == QLatin1String("gpipe") ? engine::PipelineSchedule::GPipe : engine::PipelineSchedule::OneFOneB;
+    const bool gloo = s.backend == QLatin1String("gloo");
+    c.backend = gloo ? engine::TrainConfig::Backend::Gloo : engine::TrainConfig::Backend::Ours;
     c.testEvery = s.testEvery >= 0 ? s.testEvery
                                    : std::max<std::int64_t>(1, s.steps / 25); // ~25 points on the chart's test curve
     // Ranks go to the first idle nodes in join order; slowdowns follow them.
@@ -604,7 +609,7 @@ void EngineController::start(const RunSettings &s)
         b.slowdown = (it == d->slowdown.end() ? 1.0 : it->second) * std::max(1.0, s.slowMotion);
         c.behaviour.push_back(b);
     }
-    for (int r = 0; r < s.nodes; ++r) {
+    for (int r = 0; r < s.nodes && !gloo; ++r) { // emulated links shape our transport only
         const auto it = d->linkLimit.find(idle[std::size_t(r)]);
         if (it == d->linkLimit.end() || (it->second.first <= 0 && it->second.second <= 0))
             continue;
@@ -650,7 +655,8 @@ void EngineController::start(const RunSettings &s)
     d->running = true;
     d->stopRequested = false;
     d->breakpoints.beginRun(s.nodes);
-    Q_EMIT runStarted(tr("%1 on %2 nodes, %3 steps").arg(s.strategy).arg(s.nodes).arg(s.steps));
+    Q_EMIT runStarted(gloo ? tr("%1 on %2 nodes, %3 steps, collectives on Gloo").arg(s.strategy).arg(s.nodes).arg(s.steps)
+                           : tr("%1 on %2 nodes, %3 steps").arg(s.strategy).arg(s.nodes).arg(s.steps));
     QPointer<EngineController> self(this);
     d->runThread = std::thread([this, self, c] {
         class StepObserver : public engine::TrainObserver {
@@ -893,15 +899,25 @@ void EngineController::publish()
         std::vector<engine::SpanEvent> spans;
         std::vector<engine::MemorySample> memory;
         d->sink.takeTimeline(frames, spans, memory);
+        bool gloo = false;
+        {
+            std::lock_guard lock(d->mutex);
+            gloo = d->settings.backend == QLatin1String("gloo");
+        }
         if (!frames.empty() || !spans.empty() || !memory.empty() || d->running) {
             QVector<widgets::TimelineFrameSide> f;
             f.reserve(qsizetype(frames.size()));
             for (const auto &e : frames)
-                f.append(toTimeline(e));
+                if (!gloo || e.src != e.dst) // Gloo's one event per collective is not a packet: its span shows it
+                    f.append(toTimeline(e));
             QVector<widgets::TimelineSpan> sp;
             sp.reserve(qsizetype(spans.size()));
-            for (const auto &e : spans)
-                sp.append(toTimeline(e));
+            for (const auto &e : spans) {
+                widgets::TimelineSpan t = toTimeline(e);
+                if (gloo && t.kind == widgets::TimelineSpanKind::Collective)
+                    t.name = widgets::kGlooSpanPrefix + t.name; // marked as Gloo's: its packets are not visible
+                sp.append(t);
+            }
             QVector<widgets::TimelineMemorySample> mem;
             mem.reserve(qsizetype(memory.size()));
             for (const auto &m : memory)
@@ -947,10 +963,13 @@ void EngineController::publish()
     const auto memory = d->sink.memory();
     const auto traffic = d->sink.traffic();
     std::optional<std::int64_t> predicted;
+    bool gloo = false;
     {
         std::lock_guard lock(d->mutex);
         predicted = d->predicted;
+        gloo = d->settings.backend == QLatin1String("gloo");
     }
+    state->linksKnown = !gloo;
     for (const ClusterNode &n : nodes) {
         widgets::NodeState ns;
         ns.id = n.id;
@@ -982,6 +1001,10 @@ void EngineController::publish()
                 ns.memory = widgets::MemoryBytes{m.params, m.grads, m.optimizer, m.activations, m.comm, m.live, m.peak};
             }
             ns.predictedBytes = predicted;
+            if (gloo) { // links unknown: what this node handed to Gloo's collectives over the last second
+                const auto sent = traffic.sentPerSecond.find(ns.rank);
+                ns.collectiveBytesPerSecond = sent == traffic.sentPerSecond.end() ? 0.0 : sent->second;
+            }
         }
         if (n.state == ClusterNode::State::Lost) {
             ns.lastLog = QString::fromStdString(n.lostReason);

@@ -39,6 +39,10 @@ struct RunSettings {
     // schedule ("gpipe" or "1f1b").
     qint64 microBatches = 1;
     QString schedule = QStringLiteral("1f1b");
+    // Who runs the collectives: "ours" (our transport: every packet on the
+    // timeline, per-link traffic) or "gloo" (c10d's ProcessGroupGloo: each
+    // collective one span per rank with its bytes, no packets, no links).
+    QString backend = QStringLiteral("ours");
     // Held-out loss every K steps (rank 0; zero3 gathers the parameters for
     // it, which shows in the traffic); -1: about 25 times a run; 0: never.
     qint64 testEvery = -1;

@@ -18,6 +18,8 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include <algorithm>
+
 namespace smol::app {
 
 namespace {
@@ -94,8 +96,15 @@ RunControls::RunControls(EngineController *engine, QWidget *parent) : QWidget(pa
     m_schedule->addItems({QStringLiteral("1f1b"), QStringLiteral("gpipe")});
     m_schedule->setToolTip(tr("Pipeline schedule: 1F1B interleaves forwards and backwards; GPipe runs every "
                               "forward, then every backward"));
+    m_backend = new QComboBox(this);
+    m_backend->setObjectName(QStringLiteral("backendChoice"));
+    m_backend->addItem(tr("ours"), QStringLiteral("ours"));
+    m_backend->addItem(tr("gloo"), QStringLiteral("gloo"));
+    m_backend->setToolTip(tr("Who runs the collectives: our transport (every packet on the timeline) or c10d's "
+                             "Gloo (each collective one span, its packets not visible; Gloo's links between the "
+                             "nodes are not authenticated)"));
     for (QWidget *w : std::initializer_list<QWidget *>{m_strategy, m_model, m_nodes, m_batch, m_steps, m_optimizer,
-                                                       m_lr, m_seed, m_microBatches, m_schedule})
+                                                       m_lr, m_seed, m_microBatches, m_schedule, m_backend})
         m_flow->addWidget(w);
     m_flow->addWidget(separator(this));
 
@@ -233,6 +242,7 @@ RunSettings RunControls::settings() const
     s.slowMotion = m_slowMotion->value();
     s.microBatches = m_microBatches->value();
     s.schedule = m_schedule->currentText();
+    s.backend = m_backend->currentData().toString();
     return s;
 }
 
@@ -249,6 +259,7 @@ void RunControls::setSettings(const RunSettings &s)
     m_slowMotion->setValue(int(s.slowMotion));
     m_microBatches->setValue(int(s.microBatches));
     m_schedule->setCurrentText(s.schedule);
+    m_backend->setCurrentIndex(std::max(0, m_backend->findData(s.backend)));
     updateProblem();
 }
 
@@ -266,7 +277,8 @@ void RunControls::showRecording(const std::optional<RunSettings> &recorded)
 void RunControls::setSettingsEnabled(bool on)
 {
     for (QWidget *w : std::initializer_list<QWidget *>{m_strategy, m_model, m_nodes, m_batch, m_steps, m_optimizer,
-                                                       m_lr, m_seed, m_microBatches, m_schedule, m_slowMotion})
+                                                       m_lr, m_seed, m_microBatches, m_schedule, m_slowMotion,
+                                                       m_backend})
         w->setEnabled(on);
     if (on != m_settingsEnabled) {
         m_settingsEnabled = on;

@@ -93,6 +93,7 @@ private:
     QSpinBox *m_seed = nullptr;
     QSpinBox *m_microBatches = nullptr;
     QComboBox *m_schedule = nullptr;
+    QComboBox *m_backend = nullptr; // ours | gloo
     QLabel *m_slowLabel = nullptr;
     QSlider *m_slowMotion = nullptr;
     QLineEdit *m_breakpoint = nullptr;

@@ -44,6 +44,9 @@ struct NodeState {
     // What the ZeRO formulas predict for this node's params+grads+optimizer
     // under the chosen strategy (bytes); empty when no formula applies.
     std::optional<std::int64_t> predictedBytes;
+    // --backend gloo (links unknown): the bytes this node handed to
+    // collectives over the last second; empty under our transport.
+    std::optional<double> collectiveBytesPerSecond;
     QString lastLog; // newest log line
     QString reason;  // Failed: why its last epoch failed; Lost: why it was lost
 };
@@ -98,6 +101,9 @@ struct ClusterState {
     std::int64_t steps = 0; // planned
     QVector<NodeState> nodes; // by id
     QVector<LinkState> links;
+    // false under --backend gloo: Gloo's pairs are invisible, so there is no
+    // per-link traffic; each node shows its collective bytes instead.
+    bool linksKnown = true;
     QVector<ShardCell> shards;
 };
 

@@ -1000,6 +1000,8 @@ void ClusterView::paintNode(QPainter &p, const Layout &l, const Palette &pal, co
         QString where = node.rank >= 0 ? tr("rank %1").arg(node.rank) : tr("not in run");
         if (!node.role.isEmpty())
             where += QStringLiteral(" · ") + node.role;
+        if (node.collectiveBytesPerSecond) // --backend gloo: no links to draw traffic on
+            where += tr(" · gloo %1/s").arg(formatBytes(std::int64_t(*node.collectiveBytesPerSecond)));
         textRow(where, pal.text);
     }
     if (shown[Host])

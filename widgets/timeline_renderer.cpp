@@ -542,9 +542,13 @@ void TimelineRenderer::paintSpans(QPainter &p, const TimelineData &data, const T
             const QColor c = row == TimelineData::Row::Collective ? collectiveColour(s.collective) : spanColour(s.kind);
             p.fillRect(r, c);
             if (w >= textMin) {
-                const QString text = row == TimelineData::Row::Collective
-                                         ? QStringLiteral("%1 #%2").arg(data.collectiveName(s.collective)).arg(s.seq)
-                                         : data.name(s.name);
+                const QString text =
+                    row == TimelineData::Row::Collective
+                        ? QStringLiteral("%1%2 #%3")
+                              .arg(isGlooSpanName(data.name(s.name)) ? QStringLiteral("gloo ") : QString(),
+                                   data.collectiveName(s.collective))
+                              .arg(s.seq)
+                        : data.name(s.name);
                 p.setPen(c.lightness() > 150 ? QColor(Qt::black) : QColor(Qt::white));
                 const QRectF visible = r.intersected(QRectF(m_timeLeft, r.top(), timeWidth(), r.height()));
                 p.drawText(visible.adjusted(3, 0, -2, 0), Qt::AlignLeft | Qt::AlignVCenter,
@@ -800,7 +804,9 @@ QString TimelineRenderer::describe(const TimelineData &data, const TimelineHit &
             what = QStringLiteral("%1 #%2 (%3), %4 buffer")
                        .arg(data.collectiveName(s.collective))
                        .arg(s.seq)
-                       .arg(data.name(s.name), formatBytes(std::int64_t(s.bytes)));
+                       .arg(data.name(s.name), formatBytes(std::int64_t(s.bytes))) +
+                   (isGlooSpanName(data.name(s.name)) ? QStringLiteral("\nrun by c10d Gloo: its packets are not visible")
+                                                      : QString());
         else if (s.kind == TimelineSpanKind::Pause)
             what = QStringLiteral("paused: %1").arg(data.name(s.name));
         else
