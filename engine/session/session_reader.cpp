@@ -7,9 +7,8 @@
 
 #include <QFile>
 #include <QFileInfo>
-#include <QSqlError>
-#include <QSqlQuery>
-#include <QVariant>
+
+#include <sqlite3.h>
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +17,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <utility>
 
 namespace smol::engine {
 
@@ -28,7 +28,8 @@ const char kSpanColumns[] = "t_start, t_end, node, kind, name, step, collective,
 const char kMemoryColumns[] =
     "t, node, step, params, grads, optimizer, activations, comm, live, peak, collective, seq, before";
 // Version 1 kept per-step memory only: no collective boundary.
-const char kMemoryColumnsV1[] = "t, node, step, params, grads, optimizer, activations, comm, live, peak, 0, 0, 0";
+const char kMemoryColumnsV1[] =
+    "t, node, step, params, grads, optimizer, activations, comm, live, peak, 0, 0, 0";
 const char kMetricColumns[] = "t, step, node, name, value";
 const char kLogColumns[] = "t, node, text";
 const char kTensorColumns[] = "t, pause_id, node, step, collective, seq, name, before, snapshot_json";
@@ -42,11 +43,9 @@ const std::pair<const char *, const char *> kEventTimes[] = {{"frames", "t_end"}
 // them is damaged.
 const char *const kTablesV1[] = {"run", "nodes", "frames", "spans", "memory", "metrics", "logs", "tensors"};
 
-std::atomic<int> g_connections{0};
-
-QString sqliteText(const QSqlError &e)
+QString sqliteText(sqlite3 *db)
 {
-    const QString text = (e.databaseText().isEmpty() ? e.driverText() : e.databaseText()).simplified();
+    const QString text = QString::fromUtf8(db ? sqlite3_errmsg(db) : "").simplified();
     return text.isEmpty() ? QStringLiteral("unknown error") : text;
 }
 
@@ -78,41 +77,73 @@ class SessionReader::Query {
 public:
     Query(const SessionReader &reader, const QString &sql)
         : m_reader(reader)
-        , m_q(reader.connection())
+        , m_db(reader.connection())
     {
-        m_q.setForwardOnly(true);
-        if (!m_q.prepare(sql))
+        const QByteArray text = sql.toUtf8();
+        if (sqlite3_prepare_v2(m_db, text.constData(), int(text.size()), &m_stmt, nullptr) != SQLITE_OK ||
+            !m_stmt)
             damaged();
     }
-
-    Query &bind(const QVariant &value)
+    Query(Query &&other) noexcept
+        : m_reader(other.m_reader)
+        , m_db(other.m_db)
+        , m_stmt(std::exchange(other.m_stmt, nullptr))
+        , m_next(other.m_next)
     {
-        m_q.addBindValue(value);
+    }
+    ~Query() { sqlite3_finalize(m_stmt); }
+    Query(const Query &) = delete;
+    Query &operator=(const Query &) = delete;
+
+    Query &bind(std::int64_t value)
+    {
+        if (sqlite3_bind_int64(m_stmt, ++m_next, value) != SQLITE_OK)
+            damaged();
         return *this;
     }
 
+    Query &bind(const QString &value)
+    {
+        const QByteArray text = value.toUtf8();
+        if (sqlite3_bind_text(m_stmt, ++m_next, text.constData(), int(text.size()), SQLITE_TRANSIENT) !=
+            SQLITE_OK)
+            damaged();
+        return *this;
+    }
+
+    // The statement runs on the first next(); errors surface there.
     Query &exec()
     {
-        if (!m_q.exec())
-            damaged();
+        sqlite3_reset(m_stmt);
         return *this;
     }
 
     bool next()
     {
-        if (m_q.next())
+        const int rc = sqlite3_step(m_stmt);
+        if (rc == SQLITE_ROW)
             return true;
-        if (m_q.lastError().isValid())
-            damaged();
-        return false;
+        if (rc == SQLITE_DONE)
+            return false;
+        damaged();
     }
 
-    bool isNull(int c) const { return m_q.isNull(c); }
-    std::int64_t i64(int c) const { return m_q.value(c).toLongLong(); }
-    std::uint64_t u64(int c) const { return std::uint64_t(m_q.value(c).toLongLong()); }
-    double f64(int c) const { return m_q.value(c).toDouble(); }
-    std::string text(int c) const { return m_q.value(c).toString().toStdString(); }
-    QByteArray blob(int c) const { return m_q.value(c).toByteArray(); }
+    bool isNull(int c) const { return sqlite3_column_type(m_stmt, c) == SQLITE_NULL; }
+    std::int64_t i64(int c) const { return sqlite3_column_int64(m_stmt, c); }
+    std::uint64_t u64(int c) const { return std::uint64_t(i64(c)); }
+    double f64(int c) const { return sqlite3_column_double(m_stmt, c); }
+    std::string text(int c) const
+    {
+        const auto *p = reinterpret_cast<const char *>(sqlite3_column_text(m_stmt, c));
+        return p ? std::string(p, std::size_t(sqlite3_column_bytes(m_stmt, c))) : std::string();
+    }
+    QByteArray blob(int c) const
+    {
+        if (isNull(c))
+            return QByteArray();
+        const auto *p = static_cast<const char *>(sqlite3_column_blob(m_stmt, c));
+        return QByteArray(p ? p : "", sqlite3_column_bytes(m_stmt, c));
+    }
 
     // A rank: -1 (cluster / coordinator) or a non-negative int.
     int rank(int c) const
@@ -185,7 +216,7 @@ public:
         m.peak = i64(9);
         const int kind = int(i64(10));
         m.collective = net::isValidCollectiveKind(std::uint8_t(kind)) ? net::CollectiveKind(kind)
-                                                                       : net::CollectiveKind::None;
+                                                                      : net::CollectiveKind::None;
         m.seq = u64(11);
         m.before = i64(12) != 0;
         return m;
@@ -238,12 +269,14 @@ public:
 
     [[noreturn]] void damaged() const
     {
-        m_reader.fail(QStringLiteral("damaged or unreadable (SQLite: %1)").arg(sqliteText(m_q.lastError())));
+        m_reader.fail(QStringLiteral("damaged or unreadable (SQLite: %1)").arg(sqliteText(m_db)));
     }
 
 private:
     const SessionReader &m_reader;
-    QSqlQuery m_q;
+    sqlite3 *m_db;
+    sqlite3_stmt *m_stmt = nullptr;
+    int m_next = 0; // the last bound parameter
 };
 
 std::uint64_t SessionInfo::events() const
@@ -289,17 +322,10 @@ SessionReader::~SessionReader()
 
 void SessionReader::closeConnections()
 {
-    std::vector<QString> names;
-    {
-        std::lock_guard<std::mutex> lock(m_mutex);
-        for (auto &connection : m_connections) {
-            names.push_back(connection.second.connectionName());
-            connection.second.close();
-        }
-        m_connections.clear();
-    }
-    for (const QString &name : names)
-        QSqlDatabase::removeDatabase(name);
+    std::lock_guard<std::mutex> lock(m_mutex);
+    for (auto &connection : m_connections)
+        sqlite3_close_v2(connection.second); // v2: closes once a statement still alive is finalized
+    m_connections.clear();
 }
 
 void SessionReader::fail(const QString &reason) const
@@ -307,7 +333,7 @@ void SessionReader::fail(const QString &reason) const
     throw SessionError(QStringLiteral("%1: %2").arg(m_path, reason).toStdString());
 }
 
-QSqlDatabase SessionReader::connection() const
+sqlite3 *SessionReader::connection() const
 {
     const std::thread::id me = std::this_thread::get_id();
     std::lock_guard<std::mutex> lock(m_mutex);
@@ -315,16 +341,16 @@ QSqlDatabase SessionReader::connection() const
         if (connection.first == me)
             return connection.second;
     }
-    const QString name = QStringLiteral("smol-session-reader-%1").arg(g_connections.fetch_add(1));
-    QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), name);
-    db.setDatabaseName(m_path);
-    db.setConnectOptions(QStringLiteral("QSQLITE_OPEN_READONLY"));
-    if (!db.open()) {
-        const QString why = sqliteText(db.lastError());
-        db = QSqlDatabase();
-        QSqlDatabase::removeDatabase(name);
+    sqlite3 *db = nullptr;
+    // NOMUTEX: a connection is used by the thread that opened it only.
+    const int rc = sqlite3_open_v2(QFile::encodeName(m_path).constData(), &db,
+                                   SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
+    if (rc != SQLITE_OK) {
+        const QString why = db ? sqliteText(db) : QString::fromUtf8(sqlite3_errstr(rc));
+        sqlite3_close_v2(db);
         fail(QStringLiteral("cannot open: %1").arg(why));
     }
+    sqlite3_busy_timeout(db, 5000); // as Qt Sql's QSQLITE did: wait out a writer's checkpoint
     m_connections.emplace_back(me, db);
     return db;
 }
@@ -473,7 +499,10 @@ std::vector<SpanEvent> SessionReader::spans(std::int64_t t0, std::int64_t t1) co
     return out;
 }
 
-const char *SessionReader::memoryColumns() const { return m_version >= 2 ? kMemoryColumns : kMemoryColumnsV1; }
+const char *SessionReader::memoryColumns() const
+{
+    return m_version >= 2 ? kMemoryColumns : kMemoryColumnsV1;
+}
 
 std::vector<MemorySample> SessionReader::memory(std::int64_t t0, std::int64_t t1) const
 {
@@ -686,8 +715,10 @@ SessionInfo SessionReader::info() const
     };
     info.memory = count("memory");
     if (m_version >= 2)
-        info.memoryAtCollectives = std::uint64_t(
-            Query(*this, QStringLiteral("SELECT COUNT(*) FROM memory WHERE collective != 0")).scalar().value_or(0));
+        info.memoryAtCollectives =
+            std::uint64_t(Query(*this, QStringLiteral("SELECT COUNT(*) FROM memory WHERE collective != 0"))
+                              .scalar()
+                              .value_or(0));
     info.metrics = count("metrics");
     info.logs = count("logs");
     info.tensors = count("tensors");

@@ -15,14 +15,13 @@
 // time indexes plus the longest duration per table (kept in meta by the
 // recorder) make a window an index range scan.
 //
-// Thread-safe: each thread that calls in gets its own read-only connection
-// (a Qt Sql connection belongs to the thread that opened it); all are closed
-// by the destructor.
+// Read through SQLite's own API (sqlite3_column_*, no QVariant per value:
+// ~3x less time per row than Qt Sql). Thread-safe: each thread that calls
+// in gets its own read-only connection; all are closed by the destructor.
 #pragma once
 
 #include "session_events.h"
 
-#include <QSqlDatabase>
 #include <QString>
 
 #include <array>
@@ -34,6 +33,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+struct sqlite3;
 
 namespace smol::engine {
 
@@ -62,7 +63,7 @@ struct SessionInfo {
     std::array<std::uint64_t, SpanEvent::kKinds> spans{}; // by SpanEvent::Kind
     std::uint64_t memory = 0, metrics = 0, logs = 0, tensors = 0;
     std::uint64_t memoryAtCollectives = 0; // of memory: taken before or after a collective (version 2 on)
-    std::vector<SessionLink> links; // by (src, dst)
+    std::vector<SessionLink> links;        // by (src, dst)
     std::optional<double>
         finalLoss; // the last "loss" metric (cluster-wide ones first), else the end marker's
     std::int64_t finalLossStep = -1;
@@ -132,7 +133,7 @@ private:
     // Throws SessionError "FILE: reason".
     [[noreturn]] void fail(const QString &reason) const;
     // The connection of the calling thread (opened on first use).
-    QSqlDatabase connection() const;
+    sqlite3 *connection() const;
     void closeConnections();
     void validate();
     void readHeader();
@@ -142,7 +143,7 @@ private:
     int m_version = 0;
     SessionHeader m_header;
     mutable std::mutex m_mutex;
-    mutable std::vector<std::pair<std::thread::id, QSqlDatabase>> m_connections;
+    mutable std::vector<std::pair<std::thread::id, sqlite3 *>> m_connections;
 };
 
 } // namespace smol::engine
