@@ -208,7 +208,8 @@ void TestGlooCluster::killNineReformsOnGloo()
         nodes.push_back(std::make_unique<Smolctl>(QStringList{"node", "--join", "127.0.0.1:" + port.captured(1),
                                                               "--token", kToken, "--name",
                                                               "proc" + QString::number(i)}));
-        QVERIFY(coordinator.waitFor(QRegularExpression(QString("node %1 'proc%1' joined").arg(i))).hasMatch());
+        QVERIFY2(coordinator.waitFor(QRegularExpression(QString("node %1 'proc%1' joined").arg(i))).hasMatch(),
+                 qPrintable(coordinator.err()));
     }
     QElapsedTimer t;
     t.start();

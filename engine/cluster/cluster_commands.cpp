@@ -256,7 +256,10 @@ Options:
   --name NAME         how the coordinator shows this node (default:
                       host name and process id)
   --bind ADDR         address for the data-plane port other nodes connect
-                      to (default 0.0.0.0)
+                      to (default 0.0.0.0); with --backend gloo, the
+                      address Gloo's device binds to (default: the one
+                      the coordinator assigns, else the interface this
+                      node reaches the coordinator on; never all)
   --advertise ADDR    the address other nodes dial to reach this one
                       (default: the address the coordinator sees this node
                       connect from); for a multi-homed or NAT'd machine

@@ -18,7 +18,9 @@
 #include "net/trace.h"
 
 #include <QJsonArray>
+#include <QHostAddress>
 #include <QHostInfo>
+#include <QNetworkInterface>
 
 #include <condition_variable>
 #include <cstring>
@@ -595,8 +597,13 @@ private:
                 // and connect Gloo's pairs. The device binds to one address:
                 // --bind if given, else the one the coordinator assigned.
                 waitFor([&] { return m_peers.has_value(); }, "the peer list");
+                // Gloo binds where it advertises: an address the coordinator
+                // saw through NAT is not one of ours, so then the interface
+                // this node reaches the coordinator on.
                 std::string bind = m_opts.bindAddress != "0.0.0.0" ? m_opts.bindAddress : a.glooBind;
-                if (bind.empty() || bind == "0.0.0.0")
+                if (bind.empty() || bind == "0.0.0.0" ||
+                    (bind != m_opts.bindAddress &&
+                     !QNetworkInterface::allAddresses().contains(QHostAddress(QString::fromStdString(bind)))))
                     bind = controlLocalAddress();
                 glooStore = std::make_unique<GlooStore>(std::make_shared<ControlRendezvous>(*this, a.epoch));
                 glooComm = std::make_unique<GlooCommunicator>(*glooStore, a.rank, a.world, bind);
