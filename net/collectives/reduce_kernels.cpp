@@ -14,9 +14,10 @@ namespace smol::net::detail {
 namespace {
 
 // 32 bytes at a time through GCC's vector extension (packed SSE adds; -O2's
-// cheap vectoriser leaves the plain loop scalar): 3-4x faster on the
-// reduce-scatter's segments. Each lane is the same IEEE addition as the
-// scalar loop, so the bits do not change.
+// cheap vectoriser leaves the plain loop scalar): 1.8x the scalar loop on
+// cache-resident float32 (24 vs 13 GB/s here); on buffers that come from
+// memory both wait on DRAM. Each lane is the same IEEE addition as the scalar
+// loop, so the bits do not change.
 template <typename T> void sumT(void *acc, const void *in, std::size_t n)
 {
     using Vec [[gnu::vector_size(32)]] = T;
