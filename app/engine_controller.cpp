@@ -655,8 +655,9 @@ void EngineController::start(const RunSettings &s)
     d->running = true;
     d->stopRequested = false;
     d->breakpoints.beginRun(s.nodes);
-    Q_EMIT runStarted(gloo ? tr("%1 on %2 nodes, %3 steps, collectives on Gloo").arg(s.strategy).arg(s.nodes).arg(s.steps)
-                           : tr("%1 on %2 nodes, %3 steps").arg(s.strategy).arg(s.nodes).arg(s.steps));
+    Q_EMIT runStarted(
+        gloo ? tr("%1 on %2 nodes, %3 steps, collectives on Gloo").arg(s.strategy).arg(s.nodes).arg(s.steps)
+             : tr("%1 on %2 nodes, %3 steps").arg(s.strategy).arg(s.nodes).arg(s.steps));
     QPointer<EngineController> self(this);
     d->runThread = std::thread([this, self, c] {
         class StepObserver : public engine::TrainObserver {
@@ -908,14 +909,16 @@ void EngineController::publish()
             QVector<widgets::TimelineFrameSide> f;
             f.reserve(qsizetype(frames.size()));
             for (const auto &e : frames)
-                if (!gloo || e.src != e.dst) // Gloo's one event per collective is not a packet: its span shows it
+                if (!gloo ||
+                    e.src != e.dst) // Gloo's one event per collective is not a packet: its span shows it
                     f.append(toTimeline(e));
             QVector<widgets::TimelineSpan> sp;
             sp.reserve(qsizetype(spans.size()));
             for (const auto &e : spans) {
                 widgets::TimelineSpan t = toTimeline(e);
                 if (gloo && t.kind == widgets::TimelineSpanKind::Collective)
-                    t.name = widgets::kGlooSpanPrefix + t.name; // marked as Gloo's: its packets are not visible
+                    t.name =
+                        widgets::kGlooSpanPrefix + t.name; // marked as Gloo's: its packets are not visible
                 sp.append(t);
             }
             QVector<widgets::TimelineMemorySample> mem;

@@ -100,11 +100,13 @@ RunControls::RunControls(EngineController *engine, QWidget *parent) : QWidget(pa
     m_backend->setObjectName(QStringLiteral("backendChoice"));
     m_backend->addItem(tr("ours"), QStringLiteral("ours"));
     m_backend->addItem(tr("gloo"), QStringLiteral("gloo"));
-    m_backend->setToolTip(tr("Who runs the collectives: our transport (every packet on the timeline) or c10d's "
-                             "Gloo (each collective one span, its packets not visible; Gloo's links between the "
-                             "nodes are not authenticated)"));
-    for (QWidget *w : std::initializer_list<QWidget *>{m_strategy, m_model, m_nodes, m_batch, m_steps, m_optimizer,
-                                                       m_lr, m_seed, m_microBatches, m_schedule, m_backend})
+    m_backend->setToolTip(
+        tr("Who runs the collectives: our transport (every packet on the timeline) or c10d's "
+           "Gloo (each collective one span, its packets not visible; Gloo's links between the "
+           "nodes are not authenticated)"));
+    for (QWidget *w :
+         std::initializer_list<QWidget *>{m_strategy, m_model, m_nodes, m_batch, m_steps, m_optimizer, m_lr,
+                                          m_seed, m_microBatches, m_schedule, m_backend})
         m_flow->addWidget(w);
     m_flow->addWidget(separator(this));
 
@@ -276,9 +278,9 @@ void RunControls::showRecording(const std::optional<RunSettings> &recorded)
 
 void RunControls::setSettingsEnabled(bool on)
 {
-    for (QWidget *w : std::initializer_list<QWidget *>{m_strategy, m_model, m_nodes, m_batch, m_steps, m_optimizer,
-                                                       m_lr, m_seed, m_microBatches, m_schedule, m_slowMotion,
-                                                       m_backend})
+    for (QWidget *w :
+         std::initializer_list<QWidget *>{m_strategy, m_model, m_nodes, m_batch, m_steps, m_optimizer, m_lr,
+                                          m_seed, m_microBatches, m_schedule, m_slowMotion, m_backend})
         w->setEnabled(on);
     if (on != m_settingsEnabled) {
         m_settingsEnabled = on;

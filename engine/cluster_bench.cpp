@@ -130,12 +130,13 @@ int runClusterBench(const QStringList &args, QTextStream &out, QTextStream &err)
     }
 
     const std::vector<std::string> strategies{"ddp", "zero3"};
-    const std::vector<std::pair<TrainConfig::Backend, const char *>> backends{{TrainConfig::Backend::Ours, "ours"},
-                                                                              {TrainConfig::Backend::Gloo, "gloo"}};
+    const std::vector<std::pair<TrainConfig::Backend, const char *>> backends{
+        {TrainConfig::Backend::Ours, "ours"}, {TrainConfig::Backend::Gloo, "gloo"}};
     std::map<std::pair<std::string, std::string>, std::vector<double>> rate;
-    out << "# bench cluster: mlp, " << o.nodes << " smolctl node processes on loopback, global batch " << o.globalBatch
-        << ", " << o.steps << " steps;\n"
-        << "# median of " << o.rounds << " alternating rounds; samples/s from the first step to the last (set-up "
+    out << "# bench cluster: mlp, " << o.nodes << " smolctl node processes on loopback, global batch "
+        << o.globalBatch << ", " << o.steps << " steps;\n"
+        << "# median of " << o.rounds
+        << " alternating rounds; samples/s from the first step to the last (set-up "
         << "excluded)\n";
     out.flush();
     try {
@@ -165,8 +166,8 @@ int runClusterBench(const QStringList &args, QTextStream &out, QTextStream &err)
         const QString s = QString::fromStdString(strategy).leftJustified(6);
         out << s << "ours  samples/s: " << QString::number(ours, 'f', 0) << "\n";
         out << s << "gloo  samples/s: " << QString::number(gloo, 'f', 0) << "\n";
-        out << "ratio " << QString::fromStdString(strategy) << " gloo/ours: "
-            << QString::number(ours > 0 ? gloo / ours : 0, 'f', 2) << "\n";
+        out << "ratio " << QString::fromStdString(strategy)
+            << " gloo/ours: " << QString::number(ours > 0 ? gloo / ours : 0, 'f', 2) << "\n";
     }
     return 0;
 }

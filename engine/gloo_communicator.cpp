@@ -27,8 +27,13 @@ namespace {
 class RelayStore : public c10d::Store {
 public:
     explicit RelayStore(std::shared_ptr<RendezvousClient> client)
-        : m_client(std::move(client)) {}
-    void set(const std::string &key, const std::vector<uint8_t> &value) override { m_client->set(key, value); }
+        : m_client(std::move(client))
+    {
+    }
+    void set(const std::string &key, const std::vector<uint8_t> &value) override
+    {
+        m_client->set(key, value);
+    }
     std::vector<uint8_t> get(const std::string &key) override { return m_client->get(key, timeout_); }
     int64_t add(const std::string &key, int64_t value) override { return m_client->add(key, value); }
     bool deleteKey(const std::string &key) override { return m_client->deleteKey(key); }
@@ -166,8 +171,8 @@ template <typename Body> void GlooCommunicator::run(net::CollectiveKind kind, st
     } catch (const std::exception &e) { // c10::Error, and gloo's IoException from its worker threads
         m_group->failed = true;
         const auto *c10 = dynamic_cast<const c10::Error *>(&e);
-        const std::string what = std::string("gloo ") + net::collectiveName(kind) + " #" + std::to_string(seq) +
-                                 " on rank " + std::to_string(rank()) + ": " +
+        const std::string what = std::string("gloo ") + net::collectiveName(kind) + " #" +
+                                 std::to_string(seq) + " on rank " + std::to_string(rank()) + ": " +
                                  firstLine(c10 ? c10->what_without_backtrace() : e.what());
         if (kind == net::CollectiveKind::SendRecv || kind == net::CollectiveKind::Push ||
             kind == net::CollectiveKind::Pull)
@@ -200,10 +205,13 @@ void GlooCommunicator::recv(int peer, net::TensorView buffer, const std::string 
         throw std::invalid_argument("gloo recv: rank " + std::to_string(rank()) + " has no peer " +
                                     std::to_string(peer));
     const std::uint64_t seq = nextRecvSeq(peer);
-    run(kind, seq, peer, buffer, name, [&] {
-        std::vector<at::Tensor> t{tensorOf(buffer)};
-        wait(m_group->pg->recv(t, peer, int(seq & 0x7fffffff)));
-    }, /*receiving=*/true);
+    run(
+        kind, seq, peer, buffer, name,
+        [&] {
+            std::vector<at::Tensor> t{tensorOf(buffer)};
+            wait(m_group->pg->recv(t, peer, int(seq & 0x7fffffff)));
+        },
+        /*receiving=*/true);
 }
 
 void GlooCommunicator::broadcast(net::TensorView buffer, int root, const std::string &name)

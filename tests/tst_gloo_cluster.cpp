@@ -108,7 +108,8 @@ struct LocalCoordinator {
         coord = std::make_unique<Coordinator>(co);
         const QString where = "127.0.0.1:" + QString::number(coord->port());
         for (int i = 0; i < n; ++i) {
-            nodes.push_back(std::make_unique<Smolctl>(QStringList{"node", "--join", where, "--token", kToken}));
+            nodes.push_back(
+                std::make_unique<Smolctl>(QStringList{"node", "--join", where, "--token", kToken}));
             if (!coord->waitForNodes(i + 1, std::chrono::seconds(30)))
                 return false;
         }
@@ -150,7 +151,10 @@ double relativeL2(const TrainSummary &a, const TrainSummary &b)
 net::ControlMessage storeMessage(int epoch, const QString &call, const QString &op, const QStringList &keys,
                                  const QByteArray &blob = {})
 {
-    return net::ControlMessage{QJsonObject{{"type", "store"}, {"epoch", epoch}, {"call", call}, {"op", op},
+    return net::ControlMessage{QJsonObject{{"type", "store"},
+                                           {"epoch", epoch},
+                                           {"call", call},
+                                           {"op", op},
                                            {"keys", QJsonArray::fromStringList(keys)}},
                                blob};
 }
@@ -199,17 +203,19 @@ void TestGlooCluster::pipelineEqualsSingle()
 
 void TestGlooCluster::killNineReformsOnGloo()
 {
-    Smolctl coordinator(QStringList{"train", "--listen", "0", "--token", kToken, "--json", "--backend", "gloo",
-                                    "--strategy", "ddp", "--nodes", "3", "--steps", "300", "--seed", "2"});
+    Smolctl coordinator(QStringList{"train", "--listen", "0", "--token", kToken, "--json", "--backend",
+                                    "gloo", "--strategy", "ddp", "--nodes", "3", "--steps", "300", "--seed",
+                                    "2"});
     const auto port = coordinator.waitFor(QRegularExpression("listening on port (\\d+)"));
     QVERIFY2(port.hasMatch(), qPrintable(coordinator.err()));
     std::vector<std::unique_ptr<Smolctl>> nodes;
     for (int i = 0; i < 3; ++i) {
-        nodes.push_back(std::make_unique<Smolctl>(QStringList{"node", "--join", "127.0.0.1:" + port.captured(1),
-                                                              "--token", kToken, "--name",
-                                                              "proc" + QString::number(i)}));
-        QVERIFY2(coordinator.waitFor(QRegularExpression(QString("node %1 'proc%1' joined").arg(i))).hasMatch(),
-                 qPrintable(coordinator.err()));
+        nodes.push_back(
+            std::make_unique<Smolctl>(QStringList{"node", "--join", "127.0.0.1:" + port.captured(1),
+                                                  "--token", kToken, "--name", "proc" + QString::number(i)}));
+        QVERIFY2(
+            coordinator.waitFor(QRegularExpression(QString("node %1 'proc%1' joined").arg(i))).hasMatch(),
+            qPrintable(coordinator.err()));
     }
     QElapsedTimer t;
     t.start();

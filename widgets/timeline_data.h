@@ -68,7 +68,10 @@ enum class TimelineSpanKind : std::uint8_t { Forward = 0, Backward = 1, Optimize
 // A collective run by c10d's Gloo (--backend gloo) carries this in front of
 // its name: one span per rank with its bytes; its packets are not visible.
 inline const QString kGlooSpanPrefix = QStringLiteral("gloo · ");
-inline bool isGlooSpanName(const QString &name) { return name.startsWith(kGlooSpanPrefix); }
+inline bool isGlooSpanName(const QString &name)
+{
+    return name.startsWith(kGlooSpanPrefix);
+}
 
 struct TimelineSpan {
     int node = -1;

@@ -805,8 +805,9 @@ QString TimelineRenderer::describe(const TimelineData &data, const TimelineHit &
                        .arg(data.collectiveName(s.collective))
                        .arg(s.seq)
                        .arg(data.name(s.name), formatBytes(std::int64_t(s.bytes))) +
-                   (isGlooSpanName(data.name(s.name)) ? QStringLiteral("\nrun by c10d Gloo: its packets are not visible")
-                                                      : QString());
+                   (isGlooSpanName(data.name(s.name))
+                        ? QStringLiteral("\nrun by c10d Gloo: its packets are not visible")
+                        : QString());
         else if (s.kind == TimelineSpanKind::Pause)
             what = QStringLiteral("paused: %1").arg(data.name(s.name));
         else

@@ -117,9 +117,8 @@ struct Coordinator::Private {
     std::vector<int> epochNodeOfRank; // rank -> node id, current epoch
     int epochCounter = 0;
     // `--backend gloo`: the epoch's rendezvous, answered on the readers' threads.
-    RendezvousBoard board{[this](int node, const QJsonObject &json, const QByteArray &blob) {
-        send(node, json, blob);
-    }};
+    RendezvousBoard board{
+        [this](int node, const QJsonObject &json, const QByteArray &blob) { send(node, json, blob); }};
 
     // Breakpoints for remote nodes: one proxy thread per (node, calling
     // thread) runs BreakpointController::decide/holdFor/afterRemote for it,

@@ -4,12 +4,12 @@
 #include "state_blob.h"
 #include "telemetry.h"
 
+#include "engine/blas_threads.h"
 #include "engine/breakpoints.h"
 #include "engine/gloo_communicator.h"
 #include "engine/hook_chain.h"
 #include "engine/memory_tracker.h"
 #include "engine/span_hook.h"
-#include "engine/blas_threads.h"
 #include "engine/trainer.h"
 #include "net/communicator.h"
 #include "net/control_channel.h"
@@ -17,9 +17,9 @@
 #include "net/tcp_transport.h"
 #include "net/trace.h"
 
-#include <QJsonArray>
 #include <QHostAddress>
 #include <QHostInfo>
+#include <QJsonArray>
 #include <QNetworkInterface>
 
 #include <condition_variable>
@@ -89,7 +89,11 @@ private:
 // reached over this node's authenticated control connection.
 class ControlRendezvous : public RendezvousClient {
 public:
-    ControlRendezvous(Agent &agent, int epoch) : m_agent(agent), m_epoch(epoch) {}
+    ControlRendezvous(Agent &agent, int epoch)
+        : m_agent(agent)
+        , m_epoch(epoch)
+    {
+    }
     void set(const std::string &key, const std::vector<std::uint8_t> &value) override;
     std::vector<std::uint8_t> get(const std::string &key, std::chrono::milliseconds timeout) override;
     std::int64_t add(const std::string &key, std::int64_t delta) override;
@@ -255,7 +259,8 @@ public:
     // One rendezvous operation on the coordinator's board for this epoch
     // (rendezvous_board.h); throws on a refusal, the timeout or an abort.
     net::ControlMessage storeCall(int epoch, const QString &op, const std::vector<std::string> &keys,
-                                  const QByteArray &blob, std::int64_t delta, std::chrono::milliseconds timeout)
+                                  const QByteArray &blob, std::int64_t delta,
+                                  std::chrono::milliseconds timeout)
     {
         std::uint64_t id = 0;
         {
@@ -265,8 +270,12 @@ public:
         QJsonArray k;
         for (const std::string &key : keys)
             k.append(QString::fromStdString(key));
-        m_channel->send(QJsonObject{{"type", "store"}, {"epoch", epoch}, {"call", QString::number(id)},
-                                    {"op", op}, {"keys", k}, {"delta", double(delta)}},
+        m_channel->send(QJsonObject{{"type", "store"},
+                                    {"epoch", epoch},
+                                    {"call", QString::number(id)},
+                                    {"op", op},
+                                    {"keys", k},
+                                    {"delta", double(delta)}},
                         blob);
         std::unique_lock lock(m_mutex);
         const auto until = std::chrono::steady_clock::now() +
@@ -622,8 +631,8 @@ private:
                 if (glooComm)
                     comm = std::move(glooComm);
                 else
-                    comm = std::make_unique<net::Communicator>(transport ? static_cast<net::Transport &>(*transport)
-                                                                         : *alone.front());
+                    comm = std::make_unique<net::Communicator>(
+                        transport ? static_cast<net::Transport &>(*transport) : *alone.front());
                 if (a.record) { // memory by category at every collective boundary, in the trace batches
                     memoryHook = makeMemoryHook(m_opts.memorySlot, &currentStep,
                                                 [this](const MemorySnapshot &m) { addMemory(m); });
@@ -821,8 +830,9 @@ std::vector<std::uint8_t> ControlRendezvous::get(const std::string &key, std::ch
 
 std::int64_t ControlRendezvous::add(const std::string &key, std::int64_t delta)
 {
-    return std::int64_t(
-        m_agent.storeCall(m_epoch, "add", {key}, {}, delta, kStoreCallTimeout).json.value("value").toDouble());
+    return std::int64_t(m_agent.storeCall(m_epoch, "add", {key}, {}, delta, kStoreCallTimeout)
+                            .json.value("value")
+                            .toDouble());
 }
 
 bool ControlRendezvous::check(const std::vector<std::string> &keys)
@@ -842,7 +852,8 @@ bool ControlRendezvous::deleteKey(const std::string &key)
 
 std::int64_t ControlRendezvous::numKeys()
 {
-    return std::int64_t(m_agent.storeCall(m_epoch, "num", {}, {}, 0, kStoreCallTimeout).json.value("value").toDouble());
+    return std::int64_t(
+        m_agent.storeCall(m_epoch, "num", {}, {}, 0, kStoreCallTimeout).json.value("value").toDouble());
 }
 
 void RemoteHook::before(const net::CollectiveInfo &info)

@@ -41,7 +41,8 @@ void RendezvousBoard::beginEpoch(int epoch, const std::vector<int> &members)
 
 bool RendezvousBoard::ready(const Waiter &w) const
 {
-    return std::all_of(w.keys.begin(), w.keys.end(), [&](const std::string &k) { return m_keys.count(k) > 0; });
+    return std::all_of(w.keys.begin(), w.keys.end(),
+                       [&](const std::string &k) { return m_keys.count(k) > 0; });
 }
 
 RendezvousBoard::Out RendezvousBoard::answer(const Waiter &w) const

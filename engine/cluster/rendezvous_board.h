@@ -38,7 +38,9 @@ class RendezvousBoard {
 public:
     using Reply = std::function<void(int node, const QJsonObject &json, const QByteArray &blob)>;
     explicit RendezvousBoard(Reply reply)
-        : m_reply(std::move(reply)) {}
+        : m_reply(std::move(reply))
+    {
+    }
 
     // A new epoch with these members (node ids): every key dropped.
     void beginEpoch(int epoch, const std::vector<int> &members);
