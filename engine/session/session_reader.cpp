@@ -1,5 +1,5 @@
 // SessionReader: validation on open, then every read is one prepared,
-// forward-only query whose failures (prepare, exec, or a step that hits a
+// forward-only query whose failures (prepare, bind, or a step that hits a
 // damaged page) become SessionError, and whose values are range-checked as
 // they are decoded. Column lists are explicit: a newer file's extra columns
 // and tables are never read.
