@@ -545,8 +545,9 @@ private:
         const TrainSummary &s = m_summary;
         const TrainConfig &c = m_request.config;
         QTextStream &out = m_out;
-        out << s.strategy.c_str() << " on " << s.nodes << " node(s), " << s.steps << " steps: final loss "
-            << QString::number(s.finalLoss, 'f', 4);
+        const bool gloo = c.backend == TrainConfig::Backend::Gloo;
+        out << s.strategy.c_str() << " on " << s.nodes << " node(s)" << (gloo ? " (collectives on Gloo)" : "")
+            << ", " << s.steps << " steps: final loss " << QString::number(s.finalLoss, 'f', 4);
         if (s.testAccuracy >= 0)
             out << ", test accuracy " << QString::number(100 * s.testAccuracy, 'f', 1) << "%";
         out << ", " << QString::number(s.samplesPerS, 'f', 0) << " samples/s\n";
@@ -560,8 +561,9 @@ private:
                 continue;
             }
             const NodeMemory &m = s.memoryPerNode[std::size_t(r)];
-            out << "node " << r << ": sent " << s.bytesSentPerNode[std::size_t(r)] << " B; memory params "
-                << m.params << " grads " << m.grads << " optimizer " << m.optimizer << " activations "
+            out << "node " << r << (gloo ? ": handed to Gloo " : ": sent ") << s.bytesSentPerNode[std::size_t(r)]
+                << " B; memory params " << m.params << " grads " << m.grads << " optimizer " << m.optimizer
+                << " activations "
                 << m.activations << " comm " << m.comm << " peak " << s.peakBytesPerNode[std::size_t(r)]
                 << " B\n";
         }
