@@ -561,11 +561,10 @@ private:
                 continue;
             }
             const NodeMemory &m = s.memoryPerNode[std::size_t(r)];
-            out << "node " << r << (gloo ? ": handed to Gloo " : ": sent ") << s.bytesSentPerNode[std::size_t(r)]
-                << " B; memory params " << m.params << " grads " << m.grads << " optimizer " << m.optimizer
-                << " activations "
-                << m.activations << " comm " << m.comm << " peak " << s.peakBytesPerNode[std::size_t(r)]
-                << " B\n";
+            out << "node " << r << (gloo ? ": handed to Gloo " : ": sent ")
+                << s.bytesSentPerNode[std::size_t(r)] << " B; memory params " << m.params << " grads "
+                << m.grads << " optimizer " << m.optimizer << " activations " << m.activations << " comm "
+                << m.comm << " peak " << s.peakBytesPerNode[std::size_t(r)] << " B\n";
         }
         if (s.async.updates > 0) {
             out << "server: " << s.async.updates << " updates applied, max staleness " << s.async.maxStaleness
