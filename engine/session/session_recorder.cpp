@@ -454,8 +454,16 @@ template <class T> void SessionRecorder::enqueue(std::vector<T> Batch::*queue, c
         m_boosted = true;
     }
     (m_queue.*queue).push_back(event);
-    if (++m_queued == kBatchRows)
+    if (++m_queued == kBatchRows) {
+        // A full batch: the writer is needed now, not at the next idle
+        // moment (on a busy machine an idle-priority thread may wait
+        // until the 120 ms boost above).
+        if (!m_boosted) {
+            setWriterPriority(m_writer.native_handle(), false);
+            m_boosted = true;
+        }
         m_wake.notify_one();
+    }
 }
 
 void SessionRecorder::onFrame(const net::FrameEvent &event)
@@ -499,6 +507,10 @@ void SessionRecorder::finish(std::optional<double> finalLoss, std::optional<std:
         m_stopping = true;
         m_end.finalLoss = finalLoss;
         m_end.endNs = endNs ? *endNs : net::monotonicNs();
+        if (!m_boosted) { // the caller waits for the writer
+            setWriterPriority(m_writer.native_handle(), false);
+            m_boosted = true;
+        }
     }
     m_wake.notify_one();
     m_writer.join();
