@@ -2,8 +2,8 @@
 // coordinator hands each epoch a rendezvous (engine/cluster/rendezvous_board.h)
 // and each node's Gloo device an address. ddp and zero3 end where the same
 // run on our transport ends (relative L2 <= 1e-5), pipeline where single
-// does (param_match.h), a node killed with -9 mid-run re-forms on Gloo, and
-// the rendezvous answers only the epoch's members, and forgets an epoch's
+// does (param_match.h), a node killed with -9 mid-run re-forms on Gloo
+// (with a node that joined late), and the rendezvous answers only the epoch's members, and forgets an epoch's
 // keys when the next begins.
 #include "param_match.h"
 
@@ -167,7 +167,7 @@ private Q_SLOTS:
     void initTestCase() { torch::set_num_threads(1); }
     void ddpAndZero3MatchOurs();
     void pipelineEqualsSingle();
-    void killNineReformsOnGloo();
+    void killNineReformsOnGloo(); // with a late joiner
     void rendezvousAnswersOnlyItsEpoch();
 };
 
@@ -204,7 +204,7 @@ void TestGlooCluster::pipelineEqualsSingle()
 void TestGlooCluster::killNineReformsOnGloo()
 {
     Smolctl coordinator(QStringList{"train", "--listen", "0", "--token", kToken, "--json", "--backend",
-                                    "gloo", "--strategy", "ddp", "--nodes", "3", "--steps", "300", "--seed",
+                                    "gloo", "--strategy", "ddp", "--nodes", "3", "--steps", "2000", "--seed",
                                     "2"});
     const auto port = coordinator.waitFor(QRegularExpression("listening on port (\\d+)"));
     QVERIFY2(port.hasMatch(), qPrintable(coordinator.err()));
@@ -221,14 +221,19 @@ void TestGlooCluster::killNineReformsOnGloo()
     t.start();
     while (coordinator.lastStep() < 30 && t.elapsed() < 60000)
         coordinator.pump();
+    // A late joiner waits for the next epoch; the kill makes one, with it.
+    nodes.push_back(std::make_unique<Smolctl>(
+        QStringList{"node", "--join", "127.0.0.1:" + port.captured(1), "--token", kToken, "--name", "late"}));
+    QVERIFY2(coordinator.waitFor(QRegularExpression("node 3 'late' joined")).hasMatch(),
+             qPrintable(coordinator.err()));
     nodes[1]->killNine();
     QCOMPARE(coordinator.finish(), 0);
     QVERIFY2(coordinator.err().contains("re-forming"), qPrintable(coordinator.err()));
     const QJsonObject s = coordinator.summary();
     QCOMPARE(s.value("backend").toString(), QStringLiteral("gloo"));
-    QCOMPARE(s.value("nodes").toInt(), 2);
+    QCOMPARE(s.value("nodes").toInt(), 3); // two survivors and the late joiner
     QCOMPARE(s.value("reforms").toDouble(), 1.0);
-    QCOMPARE(s.value("steps").toInt(), 300);
+    QCOMPARE(s.value("steps").toInt(), 2000);
     const double finalLoss = s.value("final_loss").toDouble();
     QVERIFY2(std::isfinite(finalLoss) && finalLoss < 0.9, qPrintable(QString::number(finalLoss)));
 }
