@@ -609,6 +609,9 @@ void EngineController::start(const RunSettings &s)
         b.slowdown = (it == d->slowdown.end() ? 1.0 : it->second) * std::max(1.0, s.slowMotion);
         c.behaviour.push_back(b);
     }
+    if (gloo && std::any_of(d->linkLimit.begin(), d->linkLimit.end(),
+                            [](const auto &l) { return l.second.first > 0 || l.second.second > 0; }))
+        Q_EMIT logLine(tr("emulated link limits shape our transport only: this run on Gloo ignores them"));
     for (int r = 0; r < s.nodes && !gloo; ++r) { // emulated links shape our transport only
         const auto it = d->linkLimit.find(idle[std::size_t(r)]);
         if (it == d->linkLimit.end() || (it->second.first <= 0 && it->second.second <= 0))
