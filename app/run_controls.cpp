@@ -98,8 +98,8 @@ RunControls::RunControls(EngineController *engine, QWidget *parent) : QWidget(pa
                               "forward, then every backward"));
     m_backend = new QComboBox(this);
     m_backend->setObjectName(QStringLiteral("backendChoice"));
-    m_backend->addItem(tr("ours"), QStringLiteral("ours"));
-    m_backend->addItem(tr("gloo"), QStringLiteral("gloo"));
+    m_backend->addItem(tr("on ours"), QStringLiteral("ours"));
+    m_backend->addItem(tr("on gloo"), QStringLiteral("gloo"));
     m_backend->setToolTip(
         tr("Who runs the collectives: our transport (every packet on the timeline) or c10d's "
            "Gloo (each collective one span, its packets not visible; Gloo's links between the "
