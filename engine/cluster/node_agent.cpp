@@ -560,8 +560,7 @@ private:
             std::uint16_t port = 0;
             // Gloo brings its own data plane: no transport of ours, no port.
             const bool gloo = config.backend == TrainConfig::Backend::Gloo && a.world > 1;
-            if (gloo) {
-            } else if (a.world > 1) {
+            if (a.world > 1 && !gloo) {
                 net::TransportOptions topt;
                 topt.bindAddress = m_opts.bindAddress;
                 transport = std::make_unique<net::TcpTransport>(a.rank, a.world, m_opts.token, topt);
@@ -573,7 +572,7 @@ private:
                 }
                 transport->setTraceSink(&telemetry);
                 port = transport->listenPort();
-            } else {
+            } else if (!gloo) {
                 alone = net::makeLocalMesh(net::TransportKind::Inproc, 1, m_opts.token);
             }
             {
