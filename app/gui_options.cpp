@@ -24,6 +24,7 @@ GuiOptions parseGuiOptions(const QStringList &args)
     const QCommandLineOption nodes(QStringLiteral("nodes"), QString(), QStringLiteral("N"));
     const QCommandLineOption steps(QStringLiteral("steps"), QString(), QStringLiteral("K"));
     const QCommandLineOption strategy(QStringLiteral("strategy"), QString(), QStringLiteral("S"));
+    const QCommandLineOption backend(QStringLiteral("backend"), QString(), QStringLiteral("B"));
     const QCommandLineOption screenshot(QStringLiteral("screenshot"), QString(), QStringLiteral("FILE"));
     const QCommandLineOption replay(QStringLiteral("replay"), QString(), QStringLiteral("SESSION"));
     const QCommandLineOption compare(QStringLiteral("compare"), QString(), QStringLiteral("SESSION"));
@@ -33,7 +34,7 @@ GuiOptions parseGuiOptions(const QStringList &args)
     const QCommandLineOption budget(QStringLiteral("timeline-budget"), QString(), QStringLiteral("MIB"));
     const QCommandLineOption lesson(QStringLiteral("lesson"), QString(), QStringLiteral("NAME"));
     const QCommandLineOption lessonStep(QStringLiteral("lesson-step"), QString(), QStringLiteral("K"));
-    parser.addOptions({help, version, projector, nodes, steps, strategy, screenshot, replay, compare, listen, token, advertise,
+    parser.addOptions({help, version, projector, nodes, steps, strategy, backend, screenshot, replay, compare, listen, token, advertise,
                        budget, lesson, lessonStep});
 
     GuiOptions options;
@@ -55,6 +56,11 @@ GuiOptions parseGuiOptions(const QStringList &args)
         if (options.error.isEmpty())
             options.error = error;
     };
+    if (parser.isSet(backend)) {
+        options.backend = parser.value(backend);
+        if (options.backend != QLatin1String("ours") && options.backend != QLatin1String("gloo"))
+            fail(QStringLiteral("--backend takes ours or gloo, got '%1'").arg(parser.value(backend)));
+    }
     if (parser.isSet(nodes)) {
         bool ok = false;
         options.nodes = parser.value(nodes).toInt(&ok);

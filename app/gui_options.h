@@ -36,6 +36,7 @@ struct GuiOptions {
     int nodes = kDefaultGuiNodes;
     int steps = -1; // -1: not given
     QString strategy = QStringLiteral("ddp");
+    QString backend = QStringLiteral("ours"); // who runs the collectives: ours or gloo (c10d)
     QString screenshot;
     QString replay;
     QString compare; // with replay: a second session beside it

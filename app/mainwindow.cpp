@@ -57,10 +57,12 @@ namespace smol::app {
 namespace {
 
 // What the timeline's rows are, until an item is clicked (wraps: never clipped on a projector).
-QString timelineHint()
+QString timelineHint(bool gloo = false)
 {
-    return MainWindow::tr("Rows: compute, collectives, packets sent (arrows to the receiver; numbered blocks hold "
-                          "what is too close to tell apart). Click one for its details.");
+    return gloo ? MainWindow::tr("Rows: compute, collectives (on Gloo: one span per collective with the bytes handed to "
+                                 "Gloo; its packets are not visible). Click one for its details.")
+                : MainWindow::tr("Rows: compute, collectives, packets sent (arrows to the receiver; numbered blocks "
+                                 "hold what is too close to tell apart). Click one for its details.");
 }
 
 // The replay scrubber's resolution.
@@ -126,6 +128,7 @@ MainWindow::MainWindow(EngineController *engine, QWidget *parent) : QMainWindow(
     connect(m_engine, &EngineController::timelineEvents, this, &MainWindow::addTimelineEvents);
     connect(m_engine, &EngineController::runStarted, this, [this](const QString &what) {
         clearRunViews();
+        m_timelineDetails->setText(timelineHint(m_runControls->settings().backend == QLatin1String("gloo")));
         m_livePause = PauseView();
         m_lastNowNs = 0;
         m_timeline->setLive(true);

@@ -24,7 +24,7 @@ namespace {
 
 using smol::app::GuiOptions;
 
-const char kUsage[] = R"(Usage: smolcluster [--nodes N] [--strategy S] [--steps K] [--projector]
+const char kUsage[] = R"(Usage: smolcluster [--nodes N] [--strategy S] [--backend B] [--steps K] [--projector]
                    [--listen PORT --token T [--advertise ADDR]] [--timeline-budget MIB]
                    [--replay SESSION [--compare SESSION]] [--lesson NAME|FILE [--lesson-step K]]
                    [--screenshot FILE.png]
@@ -44,6 +44,9 @@ Without either: any free port and a new random token at every start.
 Options:
   --nodes N              local nodes, 1 to 64 (default 4)
   --strategy S           strategy preselected in the tool bar (default ddp)
+  --backend B            who runs the collectives: ours (every packet on the
+                         timeline) or gloo (c10d's ProcessGroupGloo: one
+                         span per collective; docs/runtime.md) (default ours)
   --steps K              steps preselected in the tool bar (default 300)
   --projector            start in projector mode (large fonts, high contrast)
   --listen PORT          the port other machines' nodes join on, 1 to 65535
@@ -229,6 +232,7 @@ int main(int argc, char **argv)
     smol::app::MainWindow window(&engine);
     smol::app::RunSettings settings = window.settings();
     settings.strategy = options.strategy;
+    settings.backend = options.backend;
     settings.nodes = options.nodes;
     if (options.steps > 0)
         settings.steps = options.steps;

@@ -125,6 +125,8 @@ void TestMainWindow::commandLineIsChecked_data()
     QTest::newRow("bad advertise") << QStringList{"--advertise", "my laptop!"} << "advertise" << 0 << "";
     QTest::newRow("65 nodes") << QStringList{"--nodes", "65"} << "--nodes" << 0 << "";
     QTest::newRow("0 nodes") << QStringList{"--nodes", "0"} << "--nodes" << 0 << "";
+    QTest::newRow("gloo") << QStringList{"--backend", "gloo"} << "" << 0 << "";
+    QTest::newRow("unknown backend") << QStringList{"--backend", "nccl"} << "--backend takes ours or gloo" << 0 << "";
 }
 
 void TestMainWindow::commandLineIsChecked()

@@ -997,11 +997,15 @@ void ClusterView::paintNode(QPainter &p, const Layout &l, const Palette &pal, co
     if (shown[Reason]) // the first line of why, in the state's colour; the tooltip has all of it
         textRow(node.reason.section(QLatin1Char('\n'), 0, 0), pal.state(node.state));
     if (shown[Role]) {
-        QString where = node.rank >= 0 ? tr("rank %1").arg(node.rank) : tr("not in run");
-        if (!node.role.isEmpty())
-            where += QStringLiteral(" · ") + node.role;
-        if (node.collectiveBytesPerSecond) // --backend gloo: no links to draw traffic on
-            where += tr(" · gloo %1/s").arg(formatBytes(std::int64_t(*node.collectiveBytesPerSecond)));
+        const QString rank = node.rank >= 0 ? tr("rank %1").arg(node.rank) : tr("not in run");
+        const QString role = node.role.isEmpty() ? QString() : QStringLiteral(" · ") + node.role;
+        // --backend gloo: no links to draw traffic on; the rate goes before the role when both do not fit
+        const QString gloo = node.collectiveBytesPerSecond
+                                 ? tr(" · gloo %1/s").arg(formatBytes(std::int64_t(*node.collectiveBytesPerSecond)))
+                                 : QString();
+        QString where = rank + role + gloo;
+        if (!gloo.isEmpty() && sfm.horizontalAdvance(where) > inner.width())
+            where = rank + gloo;
         textRow(where, pal.text);
     }
     if (shown[Host])
