@@ -7,10 +7,13 @@
 // weighted by rows: batchWeight). Per step, layer by layer:
 //   forward:  all-gather the layer's shards into the full parameters, run the
 //             layer, free the full parameters (keep the shard);
-//   backward: all-gather again, recompute the layer's forward and take the
-//             gradients of its parameters and input, reduce-scatter (average)
-//             the parameter gradients so node r receives its shard's, and free
-//             the full parameters again;
+//   backward: all-gather again, take the gradients of its parameters and
+//             input from the graph the forward pass kept (no recompute, as
+//             FSDP: the layer's parameters are views of one flat buffer whose
+//             storage is emptied when freed and refilled by the gather, so
+//             the saved graph sees the gathered values again), reduce-scatter
+//             (average) the parameter gradients so node r receives its
+//             shard's, and free the full parameters again;
 //   update:   node r applies the optimizer to its shards.
 //
 // Prefetch, as FSDP's forward and backward prefetch: the collectives run on
@@ -41,6 +44,8 @@
 #include "engine/tensor_bridge.h"
 #include "net/communicator.h"
 #include "net/transport.h"
+
+#include <ATen/native/Resize.h>
 
 #include <atomic>
 #include <deque>
@@ -80,9 +85,10 @@ public:
             s.flat = std::make_unique<FlatParams>(named);
             s.range = net::Communicator::chunk(std::size_t(s.flat->numel()), ctx.nodes, ctx.rank);
             s.values = mine(s, s.flat->values()).clone();
+            s.full = s.flat->values(); // the parameters stay views of it for the whole run
             s.grads = torch::zeros_like(s.values);
             s.opt = std::make_unique<FlatOptimizer>(ctx.optimizer, s.values.numel());
-            s.flat->releaseValues(); // from here on only the shard stays
+            resizeStorage(s.full, 0); // from here on only the shard stays
         }
         m_anchor = torch::zeros({1}, torch::requires_grad());
         m_forwardTicket.assign(m_layers.size(), 0);
@@ -127,11 +133,10 @@ public:
     void gather(std::size_t k, const std::string &why)
     {
         Shard &s = m_shards[k];
-        torch::Tensor full = torch::empty({s.flat->numel()}, torch::kFloat32);
-        mine(s, full).copy_(s.values);
+        resizeStorage(s.full, 4 * s.flat->numel());
+        mine(s, s.full).copy_(s.values);
         m_gathering = std::int64_t(k);
-        m_ctx.comm->allGather(viewOf(full), why + "." + m_layers[k].name);
-        s.flat->adoptValues(full);
+        m_ctx.comm->allGather(viewOf(s.full), why + "." + m_layers[k].name);
         s.materialised = true;
         m_gathering = -1;
     }
@@ -144,7 +149,7 @@ public:
 
     void release(std::size_t k)
     {
-        m_shards[k].flat->releaseValues();
+        resizeStorage(m_shards[k].full, 0);
         m_shards[k].materialised = false;
     }
 
@@ -152,7 +157,9 @@ public:
     // previous layer computed), then the next layer's gather in flight; k is
     // freed once that one has arrived, and after the last layer the backward
     // pass's first gather starts.
-    torch::Tensor forwardLayer(std::size_t k, const torch::Tensor &input)
+    // Returns the output, and in `saved` the layer's own graph (input, output)
+    // for backwardLayer.
+    torch::Tensor forwardLayer(std::size_t k, const torch::Tensor &input, std::vector<torch::Tensor> *saved)
     {
         if (m_forwardTicket[k] == 0)
             m_forwardTicket[k] = prefetch(k, "params");
@@ -160,18 +167,26 @@ public:
         const bool next = k + 1 < m_layers.size();
         if (next)
             m_forwardTicket[k + 1] = prefetch(k + 1, "params");
-        torch::Tensor out = m_layers[k].forward(input);
+        torch::Tensor out;
+        {
+            torch::AutoGradMode enable(true);
+            torch::Tensor x = input.detach();
+            if (x.is_floating_point())
+                x.requires_grad_(true);
+            out = m_layers[k].forward(x);
+            *saved = {x, out};
+        }
         if (next)
             m_queue->wait(m_forwardTicket[k + 1]);
         release(k);
         if (!next)
             m_backwardTicket[k] = prefetch(k, "params.backward");
-        return out;
+        return out.detach();
     }
 
     // GatheredLayer::backward of layer k, the same way round: the layer
     // before it is gathered while k's gradients are taken.
-    torch::Tensor backwardLayer(std::size_t k, const torch::Tensor &input, const torch::Tensor &gradOut)
+    torch::Tensor backwardLayer(std::size_t k, const std::vector<torch::Tensor> &saved, const torch::Tensor &gradOut)
     {
         if (m_backwardTicket[k] == 0)
             m_backwardTicket[k] = prefetch(k, "params.backward");
@@ -179,7 +194,7 @@ public:
         if (k > 0)
             m_backwardTicket[k - 1] = prefetch(k - 1, "params.backward");
         torch::Tensor flatGrad;
-        torch::Tensor gradInput = layerBackward(k, input, gradOut, &flatGrad);
+        torch::Tensor gradInput = layerBackward(k, saved, gradOut, &flatGrad);
         // Freed once the next collective has begun (the gather of k-1, or
         // for the first layer the reduce-scatter before its own).
         m_queue->wait(k > 0 ? m_backwardTicket[k - 1] : m_lastScatter);
@@ -197,16 +212,13 @@ public:
 
     // Gradients of layer k, with its parameters materialised: the input's,
     // returned, and the parameters' as one flat buffer.
-    torch::Tensor layerBackward(std::size_t k, const torch::Tensor &input, const torch::Tensor &gradOut,
+    torch::Tensor layerBackward(std::size_t k, const std::vector<torch::Tensor> &saved, const torch::Tensor &gradOut,
                                 torch::Tensor *flatGradOut)
     {
         Shard &s = m_shards[k];
         torch::AutoGradMode enable(true);
-        torch::Tensor x = input.detach();
-        const bool wantInputGrad = x.is_floating_point();
-        if (wantInputGrad)
-            x.requires_grad_(true);
-        const torch::Tensor out = m_layers[k].forward(x);
+        const torch::Tensor &x = saved[0], &out = saved[1];
+        const bool wantInputGrad = x.requires_grad();
         std::vector<torch::Tensor> wrt;
         for (const auto &slot : s.flat->slots())
             wrt.push_back(slot.param);
@@ -253,7 +265,7 @@ public:
         std::vector<torch::Tensor> parts;
         for (std::size_t k = 0; k < m_shards.size(); ++k) {
             gather(k, "params");
-            parts.push_back(m_shards[k].flat->values().clone());
+            parts.push_back(m_shards[k].full.clone());
             release(k);
         }
         return torch::cat(parts);
@@ -298,13 +310,22 @@ public:
 
 private:
     struct Shard {
-        std::unique_ptr<FlatParams> flat; // the layer's parameters; values only while gathered
+        std::unique_ptr<FlatParams> flat; // the layer's parameters, views of `full`
+        torch::Tensor full;               // the layer's flat buffer: its storage is empty unless gathered
         net::ChunkRange range;            // this node's part of the layer's flat vector
         torch::Tensor values;             // the shard this node owns
         torch::Tensor grads;
         std::unique_ptr<FlatOptimizer> opt;
         std::atomic<bool> materialised{false}; // read by the hooks on the communication thread
     };
+
+    // FSDP's trick: emptying the storage frees the full layer, yet every view
+    // of it (the parameters, and those the saved graph holds) stays valid
+    // for the next gather to refill.
+    static void resizeStorage(const torch::Tensor &t, std::int64_t bytes)
+    {
+        at::native::resize_bytes_cpu(t.storage().unsafeGetStorageImpl(), std::size_t(bytes));
+    }
 
     static torch::Tensor mine(const Shard &s, const torch::Tensor &flat)
     {
@@ -325,8 +346,10 @@ private:
 torch::Tensor GatheredLayer::forward(torch::autograd::AutogradContext *ctx, torch::Tensor input, torch::Tensor,
                                      Zero3Strategy *self, std::int64_t layer)
 {
-    torch::Tensor out = self->forwardLayer(std::size_t(layer), input);
-    ctx->save_for_backward({input});
+    std::vector<torch::Tensor> saved;
+    torch::Tensor out = self->forwardLayer(std::size_t(layer), input, &saved);
+    ctx->saved_data["x"] = saved[0];
+    ctx->saved_data["out"] = saved[1];
     ctx->saved_data["layer"] = layer;
     ctx->saved_data["self"] = reinterpret_cast<std::int64_t>(self);
     return out;
@@ -337,8 +360,10 @@ torch::autograd::variable_list GatheredLayer::backward(torch::autograd::Autograd
 {
     auto *self = reinterpret_cast<Zero3Strategy *>(ctx->saved_data["self"].toInt());
     const auto layer = std::size_t(ctx->saved_data["layer"].toInt());
-    const torch::Tensor input = ctx->get_saved_variables()[0];
-    torch::Tensor gradInput = self->backwardLayer(layer, input, gradOutputs[0]);
+    const std::vector<torch::Tensor> saved{ctx->saved_data["x"].toTensor(), ctx->saved_data["out"].toTensor()};
+    torch::Tensor gradInput = self->backwardLayer(layer, saved, gradOutputs[0]);
+    ctx->saved_data.erase("x"); // the layer's graph is spent
+    ctx->saved_data.erase("out");
     return {gradInput, torch::Tensor(), torch::Tensor(), torch::Tensor()};
 }
 
