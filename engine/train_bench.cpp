@@ -164,7 +164,9 @@ int runTrainBench(const QStringList &args, QTextStream &out, QTextStream &err)
                 for (int r = 0; r < rounds; ++r) {
                     TrainConfig c1 = config("single", 1), c2 = config("ddp", 2);
                     c1.globalBatch = c2.globalBatch = b;
-                    c1.steps = c2.steps = std::max<std::int64_t>(30, steps * 128 / b);
+                    // 400k samples at least: the first steps' warm-up (allocations,
+                    // first touches) would weigh on a short run.
+                    c1.steps = c2.steps = std::max<std::int64_t>(steps, 409600 / b);
                     c2.countBytes = false;
                     one.push_back(runTraining(c1).samplesPerS);
                     two.push_back(runTraining(c2).samplesPerS);
@@ -180,7 +182,7 @@ int runTrainBench(const QStringList &args, QTextStream &out, QTextStream &err)
                 TrainConfig c = config(strategy, 2);
                 c.model.kind = "gpt";
                 c.globalBatch = 32;
-                c.steps = std::max<std::int64_t>(30, steps / 2);
+                c.steps = std::max<std::int64_t>(100, steps / 2);
                 c.countBytes = false;
                 (strategy[0] == 'z' ? zero3 : ddpGpt).push_back(runTraining(c).samplesPerS);
             }
