@@ -140,10 +140,6 @@ std::pair<char *, std::size_t> FrameDecoder::buffer()
     case State::Payload: {
         if (m_redirect)
             return {m_redirect + m_payloadFill, std::size_t(m_header.payloadBytes - m_payloadFill)};
-        if (m_stream)
-            return {m_stream + m_streamHeld,
-                    std::size_t(std::min<std::uint64_t>(m_streamCapacity - m_streamHeld,
-                                                        m_header.payloadBytes - m_payloadFill))};
         if (m_payload.capacity() == 0) {
             const auto first = std::size_t(std::min<std::uint64_t>(m_header.payloadBytes, kInitialPayloadCapacity));
             if (m_source)
@@ -186,8 +182,6 @@ FrameDecoder::Event FrameDecoder::commit(std::size_t n)
         m_headerFill = 0;
         m_payloadFill = 0;
         m_redirect = nullptr;
-        m_stream = nullptr;
-        m_streamHeld = 0;
         m_payload = Payload(0);
         if (m_header.payloadBytes == 0)
             return Event::FrameReady;
@@ -195,11 +189,9 @@ FrameDecoder::Event FrameDecoder::commit(std::size_t n)
         return Event::HeaderReady;
     case State::Payload:
         m_payloadFill += n;
-        if (m_stream)
-            m_streamHeld += n;
         if (m_payloadFill < m_header.payloadBytes)
             return Event::NeedMore;
-        if (!m_redirect && !m_stream)
+        if (!m_redirect)
             m_payload.resize(std::size_t(m_payloadFill));
         m_state = State::Header;
         return Event::FrameReady;
@@ -217,24 +209,6 @@ void FrameDecoder::redirectPayload(char *dst)
     }
 }
 
-void FrameDecoder::streamPayload(char *scratch, std::size_t capacity)
-{
-    if (m_state == State::Payload && m_payloadFill == 0 && capacity >= 16) {
-        m_stream = scratch;
-        m_streamCapacity = capacity;
-        m_streamHeld = 0;
-        m_payload = Payload{};
-    }
-}
-
-void FrameDecoder::consumeStreamed(std::size_t n)
-{
-    n = std::min(n, m_streamHeld);
-    m_streamHeld -= n;
-    if (m_streamHeld && n)
-        std::memmove(m_stream, m_stream + n, m_streamHeld);
-}
-
 Message FrameDecoder::takeFrame()
 {
     Message m;
@@ -243,8 +217,6 @@ Message FrameDecoder::takeFrame()
     m.payload = std::move(m_payload);
     m_payload = Payload{};
     m_redirect = nullptr;
-    m_stream = nullptr;
-    m_streamHeld = 0;
     return m;
 }
 

@@ -65,16 +65,7 @@ public:
     // Read the payload of the current frame straight into dst (which holds
     // header().payloadBytes bytes) instead of an owned buffer.
     void redirectPayload(char *dst);
-    // Or pass the payload through `scratch` (capacity bytes, at least 16) in
-    // pieces: after each commit() the caller takes streamed() and calls
-    // consumeStreamed(n) with what it used; the rest (less than an element,
-    // say) stays at the front of scratch and the next bytes follow it.
-    void streamPayload(char *scratch, std::size_t capacity);
-    std::pair<const char *, std::size_t> streamed() const { return {m_stream, m_streamHeld}; }
-    void consumeStreamed(std::size_t n);
-    // The payload went to redirectPayload()'s or streamPayload()'s memory.
-    bool payloadRedirected() const { return m_redirect != nullptr || m_stream != nullptr; }
-    bool payloadStreamed() const { return m_stream != nullptr; }
+    bool payloadRedirected() const { return m_redirect != nullptr; }
     // Bytes the decoder holds allocated for the current payload.
     std::size_t bufferedCapacity() const { return m_payload.capacity(); }
     // After FrameReady. The payload is empty if it was redirected.
@@ -97,9 +88,6 @@ private:
     FrameHeader m_header;
     Payload m_payload;
     char *m_redirect = nullptr;
-    char *m_stream = nullptr;
-    std::size_t m_streamCapacity = 0;
-    std::size_t m_streamHeld = 0; // bytes at m_stream not consumed yet
     std::function<Payload(std::size_t)> m_source;
     std::uint64_t m_payloadFill = 0;
 };

@@ -1,6 +1,5 @@
 #include "mailbox.h"
 
-#include "collectives/reduce_kernels.h"
 #include "errors.h"
 
 #include <cstring>
@@ -60,8 +59,10 @@ void Mailbox::deliver(Message &&message)
         const Key key{message.src, message.meta.kind, message.meta.seq, message.meta.tag};
         auto posted = m_posted.find(key);
         if (posted != m_posted.end() && posted->second->state == PostedRecv::State::Waiting &&
-            fill(*posted->second, message)) {
-            // Posted after its header went by: copied now, still no queueing.
+            posted->second->bytes == message.payload.size()) {
+            // Posted after its header went by: copy now, still no queueing.
+            if (message.payload.size())
+                std::memcpy(posted->second->dst, message.payload.data(), message.payload.size());
             posted->second->state = PostedRecv::State::Done;
             m_posted.erase(posted);
         } else {
@@ -97,29 +98,16 @@ Message Mailbox::take(int src, const FrameMeta &meta, std::chrono::milliseconds 
     }
 }
 
-bool Mailbox::fill(PostedRecv &posted, const Message &message)
-{
-    if (message.payload.size() != posted.bytes || (posted.reduce && message.meta.dtype != posted.dtype))
-        return false;
-    if (posted.reduce)
-        detail::reduceSum(posted.dtype, posted.dst, message.payload.data(),
-                          posted.bytes / dtypeSize(posted.dtype));
-    else if (posted.bytes)
-        std::memcpy(posted.dst, message.payload.data(), posted.bytes);
-    return true;
-}
-
-std::shared_ptr<PostedRecv> Mailbox::post(int src, const FrameMeta &meta, void *dst, std::size_t bytes,
-                                          bool reduce)
+std::shared_ptr<PostedRecv> Mailbox::post(int src, const FrameMeta &meta, void *dst, std::size_t bytes)
 {
     auto p = std::make_shared<PostedRecv>();
     p->dst = static_cast<char *>(dst);
     p->bytes = bytes;
-    p->reduce = reduce;
-    p->dtype = meta.dtype;
     const Key key{src, meta.kind, meta.seq, meta.tag};
     std::lock_guard lock(m_mutex);
-    if (auto it = m_queues.find(key); it != m_queues.end() && fill(*p, it->second.front())) {
+    if (auto it = m_queues.find(key); it != m_queues.end() && it->second.front().payload.size() == bytes) {
+        if (bytes)
+            std::memcpy(dst, it->second.front().payload.data(), bytes);
         it->second.pop_front();
         if (it->second.empty())
             m_queues.erase(it);
@@ -130,18 +118,14 @@ std::shared_ptr<PostedRecv> Mailbox::post(int src, const FrameMeta &meta, void *
     return p;
 }
 
-ClaimedRecv Mailbox::claim(int src, const FrameMeta &meta, std::uint64_t payloadBytes)
+char *Mailbox::claim(int src, const FrameMeta &meta, std::uint64_t payloadBytes)
 {
     std::lock_guard lock(m_mutex);
     auto it = m_posted.find(Key{src, meta.kind, meta.seq, meta.tag});
-    if (it == m_posted.end())
-        return {};
-    PostedRecv &p = *it->second;
-    if (p.state != PostedRecv::State::Waiting || p.bytes != payloadBytes ||
-        (p.reduce && meta.dtype != p.dtype))
-        return {};
-    p.state = PostedRecv::State::Claimed;
-    return ClaimedRecv{p.dst, p.reduce, p.dtype};
+    if (it == m_posted.end() || it->second->state != PostedRecv::State::Waiting || it->second->bytes != payloadBytes)
+        return nullptr;
+    it->second->state = PostedRecv::State::Claimed;
+    return it->second->dst;
 }
 
 void Mailbox::completeClaim(int src, const FrameMeta &meta)
@@ -169,13 +153,9 @@ void Mailbox::wait(int src, const FrameMeta &meta, const std::shared_ptr<PostedR
         if (auto it = m_queues.find(key); it != m_queues.end()) {
             const std::size_t got = it->second.front().payload.size();
             m_posted.erase(key);
-            const DType gotType = it->second.front().meta.dtype;
-            SMOL_THROW(ProtocolError,
-                       "rank " + std::to_string(m_myRank) + ": expected " + std::to_string(posted->bytes) +
-                           " bytes" + (posted->reduce ? std::string(" of ") + dtypeName(posted->dtype) : "") +
-                           " from rank " + std::to_string(src) + " for " + during(meta) + ", got " +
-                           std::to_string(got) +
-                           (posted->reduce ? std::string(" of ") + dtypeName(gotType) : ""));
+            SMOL_THROW(ProtocolError, "rank " + std::to_string(m_myRank) + ": expected " +
+                                          std::to_string(posted->bytes) + " bytes from rank " + std::to_string(src) +
+                                          " for " + during(meta) + ", got " + std::to_string(got));
         }
         int culprit = src;
         std::string err = failureFor(src, meta, culprit);

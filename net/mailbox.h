@@ -25,17 +25,7 @@ struct PostedRecv {
     enum class State { Waiting, Claimed, Done };
     char *dst = nullptr;
     std::size_t bytes = 0;
-    bool reduce = false; // add the payload into dst (a sum of dtype)
-    DType dtype = DType::UInt8;
     State state = State::Waiting;
-};
-
-// Where a claimed frame's payload goes (Mailbox::claim).
-struct ClaimedRecv {
-    char *dst = nullptr; // nullptr: nothing posted, deliver the frame
-    bool reduce = false;
-    DType dtype = DType::UInt8;
-    explicit operator bool() const { return dst != nullptr; }
 };
 
 class Mailbox {
@@ -47,17 +37,14 @@ public:
 
     // Posted receives. dropLink(src) must close the link to src and return
     // only when its I/O thread no longer writes into a claimed buffer.
-    // reduce: add the payload into dst (a sum of meta.dtype) instead of copying.
-    std::shared_ptr<PostedRecv> post(int src, const FrameMeta &meta, void *dst, std::size_t bytes,
-                                     bool reduce = false);
+    std::shared_ptr<PostedRecv> post(int src, const FrameMeta &meta, void *dst, std::size_t bytes);
     void wait(int src, const FrameMeta &meta, const std::shared_ptr<PostedRecv> &posted,
               std::chrono::milliseconds timeout, const std::function<void(int)> &dropLink);
     void cancel(int src, const FrameMeta &meta, const std::shared_ptr<PostedRecv> &posted,
                 const std::function<void(int)> &dropLink) noexcept;
     // I/O thread: a header arrived. Returns where its payload goes if a
-    // matching receive is posted, else an empty claim (the frame will be
-    // delivered). A reducing receive claims only frames of its dtype.
-    ClaimedRecv claim(int src, const FrameMeta &meta, std::uint64_t payloadBytes);
+    // matching receive is posted, else nullptr (the frame will be delivered).
+    char *claim(int src, const FrameMeta &meta, std::uint64_t payloadBytes);
     void completeClaim(int src, const FrameMeta &meta);
 
     void failPeer(int src, const std::string &reason);
@@ -68,9 +55,6 @@ private:
     using Key = std::tuple<int, CollectiveKind, std::uint64_t, std::uint32_t>;
     // The first error that ends a wait on src for this kind of call, or "".
     std::string failureFor(int src, const FrameMeta &meta, int &culprit) const;
-    // A frame that arrived before or without a claim: copies or adds it into
-    // the posted receive if it fits (true), else leaves it to be queued.
-    static bool fill(PostedRecv &posted, const Message &message);
 
     const int m_myRank;
     std::mutex m_mutex;

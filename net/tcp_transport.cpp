@@ -1,7 +1,6 @@
 #include "tcp_transport.h"
 
 #include "auth.h"
-#include "collectives/reduce_kernels.h"
 #include "errors.h"
 #include "frame.h"
 #include "send_state.h"
@@ -28,9 +27,6 @@ namespace {
 // Bytes read from one link before the loop services the others: fairness
 // between the ring's incoming and outgoing directions.
 constexpr std::size_t kReadBudget = std::size_t(4) << 20;
-// Scratch a reducing receive's bytes pass through (per link): the socket's
-// copy writes it and the sum reads it back while it is still in cache.
-constexpr std::size_t kReduceScratchBytes = std::size_t(256) << 10;
 // A shaped link with unlimited bandwidth but a latency holds at most this
 // many bytes that have left but are not written yet.
 constexpr std::uint64_t kMaxInFlightUnpaced = std::uint64_t(64) << 20;
@@ -62,10 +58,6 @@ struct TcpTransport::Link {
     std::uint64_t departed = 0;
     std::uint64_t writable = 0;
     std::uint64_t written = 0;
-    // The frame being added into a reducing receive: where, and how far.
-    ClaimedRecv reducing;
-    std::size_t reduced = 0;
-    std::unique_ptr<char[]> scratch; // kReduceScratchBytes, on first use
     void resetStream()
     {
         delayLine.clear();
@@ -224,15 +216,6 @@ RecvHandle TcpTransport::postRecv(int peer, const FrameMeta &meta, void *dst, st
         SMOL_THROW(NetError, "rank " + std::to_string(m_rank) + ": no peer " + std::to_string(peer));
     RecvHandle h = Transport::postRecv(peer, meta, dst, bytes);
     h.posted = m_mailbox.post(peer, meta, dst, bytes);
-    return h;
-}
-
-RecvHandle TcpTransport::postRecvReduce(int peer, const FrameMeta &meta, void *dst, std::size_t bytes)
-{
-    if (peer < 0 || peer >= m_worldSize || peer == m_rank)
-        SMOL_THROW(NetError, "rank " + std::to_string(m_rank) + ": no peer " + std::to_string(peer));
-    RecvHandle h = Transport::postRecvReduce(peer, meta, dst, bytes);
-    h.posted = m_mailbox.post(peer, meta, dst, bytes, /*reduce=*/true);
     return h;
 }
 
@@ -538,10 +521,7 @@ void TcpTransport::readLink(int peer)
             return;
         }
         budget -= std::min(budget, std::size_t(r));
-        const FrameDecoder::Event event = l.decoder.commit(std::size_t(r));
-        if (l.decoder.payloadStreamed())
-            reduceArrived(l);
-        switch (event) {
+        switch (l.decoder.commit(std::size_t(r))) {
         case FrameDecoder::Event::Failed:
             failLink(peer, "malformed frame from rank " + std::to_string(peer) + ": " + l.decoder.error(), true);
             return;
@@ -566,35 +546,14 @@ void TcpTransport::readLink(int peer)
         case FrameDecoder::Event::HeaderReady: {
             // A receive posted for this frame: read the payload straight into it.
             const FrameHeader &h = l.decoder.header();
-            if (const ClaimedRecv claimed = m_mailbox.claim(peer, h.meta, h.payloadBytes); claimed.reduce) {
-                if (!l.scratch)
-                    l.scratch.reset(new char[kReduceScratchBytes]);
-                l.reducing = claimed;
-                l.reduced = 0;
-                l.decoder.streamPayload(l.scratch.get(), kReduceScratchBytes);
-            } else if (claimed) {
-                l.decoder.redirectPayload(claimed.dst);
-            }
+            if (char *dst = m_mailbox.claim(peer, h.meta, h.payloadBytes))
+                l.decoder.redirectPayload(dst);
             break;
         }
         case FrameDecoder::Event::NeedMore:
             break;
         }
     }
-}
-
-// Add the whole elements that came off the socket into the claimed receive;
-// a split element's first bytes wait in the scratch for the rest.
-void TcpTransport::reduceArrived(Link &l)
-{
-    const auto [bytes, held] = l.decoder.streamed();
-    const std::size_t elem = dtypeSize(l.reducing.dtype);
-    const std::size_t whole = held / elem;
-    if (whole == 0)
-        return;
-    detail::reduceSum(l.reducing.dtype, l.reducing.dst + l.reduced, bytes, whole);
-    l.reduced += whole * elem;
-    l.decoder.consumeStreamed(whole * elem);
 }
 
 // Emulated link: let the shaper release the bytes that may leave now. A frame

@@ -11,11 +11,6 @@
 //
 // The data path uses POSIX sockets and poll(); docs/protocol.md says why.
 //
-// A reducing receive (postRecvReduce, the reduce-scatter's) is served in the
-// I/O thread: the payload comes off the socket into a small per-link scratch
-// that stays in cache and is added into the destination right away, so the
-// segment is neither buffered nor read back from memory by the compute thread.
-//
 // Emulated links (setLinkLimit): the I/O thread releases a shaped link's bytes
 // at its bandwidth (LinkShaper) and writes them to the socket `latency` after
 // they left; the send completes when the last byte has left (the rest of the
@@ -55,7 +50,6 @@ public:
     SendTicket send(int peer, const FrameMeta &meta, const void *data, std::size_t bytes) override;
     Message recv(int peer, const FrameMeta &meta) override;
     RecvHandle postRecv(int peer, const FrameMeta &meta, void *dst, std::size_t bytes) override;
-    RecvHandle postRecvReduce(int peer, const FrameMeta &meta, void *dst, std::size_t bytes) override;
     void waitRecv(RecvHandle &handle) override;
     void cancelRecv(RecvHandle &handle) noexcept override;
     void abort() override;
@@ -80,7 +74,6 @@ private:
     void serviceHandshake(Pending &p);
     void installLink(int peer, int fd);
     void readLink(int peer);
-    void reduceArrived(Link &l);
     void writeLink(int peer);
     void releaseBytes(Link &l);
     void failLink(int peer, const std::string &reason, bool protocolViolation);

@@ -1,6 +1,5 @@
 #include "transport.h"
 
-#include "collectives/reduce_kernels.h"
 #include "errors.h"
 #include "send_state.h"
 #include "trace.h"
@@ -181,31 +180,12 @@ RecvHandle Transport::postRecv(int peer, const FrameMeta &meta, void *dst, std::
     return h;
 }
 
-RecvHandle Transport::postRecvReduce(int peer, const FrameMeta &meta, void *dst, std::size_t bytes)
-{
-    RecvHandle h = Transport::postRecv(peer, meta, dst, bytes);
-    h.reduce = true;
-    return h;
-}
-
 void Transport::waitRecv(RecvHandle &h)
 {
     if (h.done)
         return;
     h.done = true;
-    if (!h.reduce) {
-        recvInto(h.peer, h.meta, h.dst, h.bytes);
-        return;
-    }
-    Message m = recv(h.peer, h.meta);
-    if (m.payload.size() != h.bytes || m.meta.dtype != h.meta.dtype)
-        SMOL_THROW(ProtocolError, "rank " + std::to_string(m_rank) + ": expected " + std::to_string(h.bytes) +
-                                      " bytes of " + dtypeName(h.meta.dtype) + " from rank " +
-                                      std::to_string(h.peer) + " for " + collectiveName(h.meta.kind) + " #" +
-                                      std::to_string(h.meta.seq) + ", got " +
-                                      std::to_string(m.payload.size()) + " of " + dtypeName(m.meta.dtype));
-    detail::reduceSum(h.meta.dtype, h.dst, m.payload.data(), h.bytes / dtypeSize(h.meta.dtype));
-    recycle(std::move(m.payload));
+    recvInto(h.peer, h.meta, h.dst, h.bytes);
 }
 
 void Transport::cancelRecv(RecvHandle &h) noexcept

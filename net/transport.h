@@ -66,7 +66,6 @@ struct RecvHandle {
     void *dst = nullptr;
     std::size_t bytes = 0;
     std::shared_ptr<PostedRecv> posted; // null: waitRecv() does a plain recvInto()
-    bool reduce = false;                // postRecvReduce(): add into dst, do not overwrite
     bool done = false;
 };
 
@@ -123,11 +122,6 @@ public:
 
     // Post a receive ahead of its frame (zero copy where the transport can).
     virtual RecvHandle postRecv(int peer, const FrameMeta &meta, void *dst, std::size_t bytes);
-    // Like postRecv(), but the payload is added into [dst, dst + bytes)
-    // element by element (a sum of meta.dtype) instead of overwriting it; a
-    // frame of another size or dtype is a ProtocolError. TCP adds each piece
-    // as it comes off the socket, in its I/O thread, with no payload buffer.
-    virtual RecvHandle postRecvReduce(int peer, const FrameMeta &meta, void *dst, std::size_t bytes);
     virtual void waitRecv(RecvHandle &handle);
     virtual void cancelRecv(RecvHandle &handle) noexcept;
 

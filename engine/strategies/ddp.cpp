@@ -10,10 +10,11 @@
 // all-reduce to the node's communication thread (engine/comm_queue.h) and
 // backward goes on with the earlier layers while the bucket travels; buckets
 // launch strictly in order, so every node issues the same collectives. The
-// optimizer waits for the last bucket, then every node applies the same
-// update to the same averaged gradients, so the replicas stay identical
-// (bit-for-bit what the synchronous version computed: the same reductions in
-// the same order).
+// last bucket, complete only when backward is, runs on the compute thread
+// once backward has returned, after the others. The optimizer waits for it;
+// then every node applies the same update to the same averaged gradients, so
+// the replicas stay identical (bit-for-bit what the synchronous version
+// computed: the same reductions in the same order).
 //
 // A pause at a bucket's all-reduce holds the communication thread; backward
 // runs on until it has nothing left but to wait for that bucket.
@@ -145,18 +146,30 @@ private:
 
     // Hand buckets to the communication thread strictly in order, so every
     // node issues the same sequence of collectives whatever order its hooks
-    // fire in.
+    // fire in. The last bucket has nothing left to hide under (backward is
+    // over when it is complete, and the optimizer waits for it): once
+    // backward has returned (`all`), the compute thread runs it itself after
+    // the others, without a hand-over.
     void launchReady(bool all)
     {
         while (m_launched < m_buckets.size() &&
                (all || m_buckets[m_launched].ready == m_buckets[m_launched].params)) {
+            const bool last = m_launched + 1 == m_buckets.size();
+            if (last && !all)
+                return;
             const Bucket &b = m_buckets[m_launched];
             const net::TensorView view = viewOf(m_flat->grads().narrow(0, b.begin, b.numel));
             net::Communicator *comm = m_ctx.comm;
-            m_queue->submit([comm, view, name = "grads.bucket" + std::to_string(m_launched)] {
-                comm->allReduce(view, net::ReduceOp::Average, name);
-            });
+            std::string name = "grads.bucket" + std::to_string(m_launched);
             ++m_launched;
+            if (last) {
+                m_queue->drain();
+                comm->allReduce(view, net::ReduceOp::Average, name);
+            } else {
+                m_queue->submit([comm, view, name = std::move(name)] {
+                    comm->allReduce(view, net::ReduceOp::Average, name);
+                });
+            }
         }
     }
 

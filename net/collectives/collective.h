@@ -4,7 +4,6 @@
 
 #include "../communicator.h"
 #include "../transport.h"
-#include "reduce_kernels.h"
 
 #include <vector>
 
@@ -63,8 +62,6 @@ public:
     explicit RecvGroup(Transport &t) : m_transport(t) {}
     ~RecvGroup();
     std::size_t post(int peer, const FrameMeta &meta, void *dst, std::size_t bytes);
-    // The payload is added into dst (Transport::postRecvReduce).
-    std::size_t postReduce(int peer, const FrameMeta &meta, void *dst, std::size_t bytes);
     void wait(std::size_t index);
 
 private:
@@ -72,6 +69,8 @@ private:
     std::vector<RecvHandle> m_handles;
 };
 
+// acc[i] += in[i] for `count` elements of `dtype`.
+void reduceSum(DType dtype, void *acc, const void *in, std::size_t count);
 // buf[i] /= world (integer types: truncating division).
 void divideBy(DType dtype, void *buf, std::size_t count, int world);
 

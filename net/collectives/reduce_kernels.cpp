@@ -107,12 +107,6 @@ std::size_t RecvGroup::post(int peer, const FrameMeta &meta, void *dst, std::siz
     return m_handles.size() - 1;
 }
 
-std::size_t RecvGroup::postReduce(int peer, const FrameMeta &meta, void *dst, std::size_t bytes)
-{
-    m_handles.push_back(m_transport.postRecvReduce(peer, meta, dst, bytes));
-    return m_handles.size() - 1;
-}
-
 void RecvGroup::wait(std::size_t index)
 {
     m_transport.waitRecv(m_handles[index]);

@@ -10,13 +10,10 @@
 // a received segment is reduced it is handed to the right neighbour as part
 // of the next step, so reduction overlaps transfer.
 //
-// Every receive is posted up front as a reducing receive: the transport adds
-// each segment into place as it arrives (TCP: in its I/O thread, straight off
-// the socket). That is safe because the chunk received in step s is sent only
-// in step s+1, after its segment is waited for, and never before.
-//
 // Steps: N-1. Bytes on the wire per node: (N-1)/N x S sent, the same received.
 #include "collective.h"
+
+#include "../errors.h"
 
 namespace smol::net::detail {
 
@@ -39,29 +36,24 @@ void ringReduceScatterPhase(const Call &c, TensorView buf, unsigned phase)
                    buf.bytePtr() + (ch.offset + segs.offset(j)) * elem, len * elem);
     };
 
-    RecvGroup recvs(c.transport);
+    // Step 0 sends local data: all of it can go at once.
+    const int first = mod(c.rank - 1);
+    for (std::size_t j = 0; j < segmentsOf(first).size(); ++j)
+        sendSegment(0, first, j);
+
     for (int s = 0; s < N - 1; ++s) {
         const int recvIdx = mod(c.rank - s - 2);
         const ChunkRange ch = Communicator::chunk(buf.count, N, recvIdx);
         const Segments segs = segmentsOf(recvIdx);
         for (std::size_t j = 0; j < segs.size(); ++j) {
             const std::size_t len = segs.length(j);
-            recvs.postReduce(c.left(), c.meta(tagOf(phase, unsigned(s), unsigned(j)), buf.dtype, len),
-                             buf.bytePtr() + (ch.offset + segs.offset(j)) * elem, len * elem);
-        }
-    }
-
-    // Step 0 sends local data: all of it can go at once.
-    const int first = mod(c.rank - 1);
-    for (std::size_t j = 0; j < segmentsOf(first).size(); ++j)
-        sendSegment(0, first, j);
-
-    std::size_t next = 0;
-    for (int s = 0; s < N - 1; ++s) {
-        const int recvIdx = mod(c.rank - s - 2);
-        const Segments segs = segmentsOf(recvIdx);
-        for (std::size_t j = 0; j < segs.size(); ++j) {
-            recvs.wait(next++); // segment j of chunk recvIdx, summed in place
+            Message m = c.transport.recv(c.left(), c.meta(tagOf(phase, unsigned(s), unsigned(j)), buf.dtype, len));
+            if (m.payload.size() != len * elem)
+                SMOL_THROW(ProtocolError, "rank " + std::to_string(c.rank) + ": segment of " +
+                                              std::to_string(m.payload.size()) + " bytes from rank " +
+                                              std::to_string(c.left()) + ", expected " + std::to_string(len * elem));
+            reduceSum(buf.dtype, buf.bytePtr() + (ch.offset + segs.offset(j)) * elem, m.payload.data(), len);
+            c.transport.recycle(std::move(m.payload));
             if (s + 1 < N - 1)
                 sendSegment(unsigned(s + 1), recvIdx, j); // this chunk is next step's send
         }
