@@ -67,7 +67,8 @@ side by side: samples/s of single vs ddp on 2 nodes (TCP loopback) and their
 ratio, then ddp's step time with a recording trace sink attached vs detached
 and that ratio, and the share of ddp's all-reduce time hidden under backward
 (the buckets travel on each node's communication thread). Then the ratio
-ddp/single at global batches 64, 512 and 2048, and zero3/ddp on the gpt
+ddp/single at global batches 64, 512 and 2048 (400k samples a case at
+least), the share hidden on the gpt (2 buckets), and zero3/ddp on the gpt
 (2 nodes, global batch 32). Defaults: 200 steps, global batch 64, 3 rounds.
 
 bench allreduce:
