@@ -401,7 +401,10 @@ void CompareController::addLanesOfB()
     data.setNodes(names);
     m_laneOffset = offset;
 
+    const bool glooB = recordedOnGloo(b.header());
     b.forEachFrame([&](const net::FrameEvent &e) {
+        if (glooB && !glooFrameIsPacket(e))
+            return;
         widgets::TimelineFrameSide f = toTimeline(e);
         const std::int64_t s = toA(f.sendStartNs) - f.sendStartNs;
         f.src += offset;
@@ -415,6 +418,8 @@ void CompareController::addLanesOfB()
     });
     b.forEachSpanByStart([&](const engine::SpanEvent &e) {
         widgets::TimelineSpan t = toTimeline(e);
+        if (glooB)
+            markGlooSpan(t);
         // Step boundaries stay A's, except where only B has the step.
         if (t.kind == widgets::TimelineSpanKind::Step && m_stepsA.count(t.step))
             return;

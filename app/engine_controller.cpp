@@ -912,16 +912,14 @@ void EngineController::publish()
             QVector<widgets::TimelineFrameSide> f;
             f.reserve(qsizetype(frames.size()));
             for (const auto &e : frames)
-                if (!gloo ||
-                    e.src != e.dst) // Gloo's one event per collective is not a packet: its span shows it
+                if (!gloo || glooFrameIsPacket(e)) // Gloo's one event per collective: its span shows it
                     f.append(toTimeline(e));
             QVector<widgets::TimelineSpan> sp;
             sp.reserve(qsizetype(spans.size()));
             for (const auto &e : spans) {
                 widgets::TimelineSpan t = toTimeline(e);
-                if (gloo && t.kind == widgets::TimelineSpanKind::Collective)
-                    t.name =
-                        widgets::kGlooSpanPrefix + t.name; // marked as Gloo's: its packets are not visible
+                if (gloo)
+                    markGlooSpan(t); // its packets are not visible
                 sp.append(t);
             }
             QVector<widgets::TimelineMemorySample> mem;

@@ -955,7 +955,9 @@ bool MainWindow::openSession(const QString &path, QString *error, bool quiet)
     showReplayPosition(m_replayController->positionNs());
     m_replayBar->show();
     // The run settings say what was recorded (disabled), not the next live run.
-    m_runControls->showRecording(m_replayController->recordedSettings());
+    const std::optional<RunSettings> recorded = m_replayController->recordedSettings();
+    m_runControls->showRecording(recorded);
+    m_timelineDetails->setText(timelineHint(recorded && recorded->backend == QLatin1String("gloo")));
     m_exportTrace->setEnabled(true);
     setWindowTitle(tr("smolcluster: replay of %1").arg(QFileInfo(path).fileName()));
     statusBar()->showMessage(tr("Replaying %1. Space plays, [ and ] move by collective, Ctrl+W closes.")

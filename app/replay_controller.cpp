@@ -586,6 +586,7 @@ std::optional<RunSettings> ReplayController::recordedSettings() const
         s.placement = QString::fromStdString(c.placement);
         s.microBatches = c.microBatches;
         s.schedule = c.schedule == engine::PipelineSchedule::GPipe ? QStringLiteral("gpipe") : QStringLiteral("1f1b");
+        s.backend = c.backend == engine::TrainConfig::Backend::Gloo ? QStringLiteral("gloo") : QStringLiteral("ours");
         return s;
     } catch (const std::exception &) {
         return std::nullopt;

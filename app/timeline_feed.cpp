@@ -2,6 +2,9 @@
 
 #include "engine/session/session_reader.h"
 
+#include <QJsonDocument>
+#include <QJsonObject>
+
 #include <algorithm>
 
 namespace smol::app {
@@ -64,6 +67,23 @@ QStringList collectiveNames()
     return names;
 }
 
+bool recordedOnGloo(const engine::SessionHeader &header)
+{
+    const QJsonObject config = QJsonDocument::fromJson(header.configJson).object();
+    return config.value(QStringLiteral("backend")).toString() == QLatin1String("gloo");
+}
+
+bool glooFrameIsPacket(const net::FrameEvent &e)
+{
+    return e.src != e.dst;
+}
+
+void markGlooSpan(widgets::TimelineSpan &span)
+{
+    if (span.kind == widgets::TimelineSpanKind::Collective && !widgets::isGlooSpanName(span.name))
+        span.name = widgets::kGlooSpanPrefix + span.name;
+}
+
 void loadTimeline(const engine::SessionReader &reader, widgets::TimelineData &data,
                   const std::function<void(std::uint64_t, std::uint64_t)> &progress)
 {
@@ -82,13 +102,20 @@ void loadTimeline(const engine::SessionReader &reader, widgets::TimelineData &da
     const auto [first, last] = reader.timeRange();
     const std::uint64_t total = std::uint64_t(std::max<std::int64_t>(1, last - first));
     std::uint64_t seen = 0;
+    const bool gloo = recordedOnGloo(reader.header());
     reader.forEachFrame([&](const net::FrameEvent &e) {
-        data.addFrame(toTimeline(e));
+        if (!gloo || glooFrameIsPacket(e))
+            data.addFrame(toTimeline(e));
         if (progress && ++seen % 65536 == 0)
             progress(std::uint64_t(std::clamp<std::int64_t>(engine::eventTimeNs(e) - first, 0, std::int64_t(total))),
                      total);
     });
-    reader.forEachSpanByStart([&](const engine::SpanEvent &s) { data.addSpan(toTimeline(s)); });
+    reader.forEachSpanByStart([&](const engine::SpanEvent &s) {
+        widgets::TimelineSpan t = toTimeline(s);
+        if (gloo)
+            markGlooSpan(t);
+        data.addSpan(t);
+    });
     reader.forEachMemory([&](const engine::MemorySample &m) { data.addMemory(toTimeline(m)); });
     if (progress)
         progress(total, total);

@@ -22,6 +22,15 @@ widgets::TimelineMemorySample toTimeline(const engine::MemorySample &m);
 // net::collectiveName() by CollectiveKind value.
 QStringList collectiveNames();
 
+// A session recorded with --backend gloo (its config says so). Its
+// collectives are shown as the live window shows them: each span marked as
+// Gloo's (widgets::kGlooSpanPrefix), its one event per collective (src ==
+// dst) not drawn as a packet.
+bool recordedOnGloo(const engine::SessionHeader &header);
+// Applies that marking; false: the frame is not a packet to draw.
+bool glooFrameIsPacket(const net::FrameEvent &e);
+void markGlooSpan(widgets::TimelineSpan &span);
+
 // Clears `data` and fills it with the session's nodes, frames, spans and
 // memory samples (version 1 files: one a node and step).
 // `progress(done, total)` is called now and then (may be empty), in

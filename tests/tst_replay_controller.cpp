@@ -6,6 +6,7 @@
 // land where ReplaySource lands; playing to the end shows every step once;
 // a seek into the recorded pause shows every node's tensor as recorded.
 #include "app/replay_controller.h"
+#include "app/timeline_feed.h"
 
 #include "engine/breakpoint_spec.h"
 #include "engine/breakpoints.h"
@@ -117,6 +118,7 @@ private Q_SLOTS:
     void timerPlaysToTheEnd();
     void recordedPause();
     void damageFoundWhilePlaying();
+    void glooRecordingIsMarked();
 
 private:
     QTemporaryDir m_dir;
@@ -550,4 +552,54 @@ void TestReplayController::damageFoundWhilePlaying()
 }
 
 QTEST_MAIN(TestReplayController)
+// A run recorded on --backend gloo replays as the live window showed it:
+// every collective span marked as Gloo's, its one event per collective not
+// drawn as a packet; a run on ours keeps its names and packets.
+void TestReplayController::glooRecordingIsMarked()
+{
+    const QString path = m_dir.filePath("gloo.smolrec");
+    TrainConfig c = config();
+    c.backend = TrainConfig::Backend::Gloo;
+    c.steps = 3;
+    {
+        SessionRecorder rec(path, sessionHeaderFor(c, "127.0.0.1"));
+        c.events = &rec;
+        const TrainSummary s = runTraining(c);
+        rec.finish(s.finalLoss);
+    }
+    const SessionReader gloo(path);
+    QVERIFY(recordedOnGloo(gloo.header()));
+    using Row = widgets::TimelineData::Row;
+    // Collective spans, and how many of them are marked as Gloo's; packets.
+    const auto count = [](const widgets::TimelineData &data, int *marked, std::size_t *packets) {
+        int all = 0;
+        *marked = 0;
+        *packets = 0;
+        for (int lane = 0; lane < data.laneCount(); ++lane) {
+            for (const widgets::StoredSpan &t : data.spans(lane, Row::Collective)) {
+                ++all;
+                *marked += widgets::isGlooSpanName(data.name(t.name)) && t.bytes > 0;
+            }
+            for (const widgets::TimelinePacket &p : data.packets(lane))
+                *packets += p.src != p.dst;
+        }
+        return all;
+    };
+    widgets::TimelineData data;
+    loadTimeline(gloo, data);
+    int marked = 0;
+    std::size_t packets = 0;
+    const int collectives = count(data, &marked, &packets);
+    QVERIFY(collectives >= 3 * 3);
+    QCOMPARE(marked, collectives);
+    QCOMPARE(data.packetCount(), packets); // no src == dst event drawn as a packet
+
+    const SessionReader ours(m_path);
+    QVERIFY(!recordedOnGloo(ours.header()));
+    loadTimeline(ours, data);
+    QVERIFY(count(data, &marked, &packets) > 0);
+    QCOMPARE(marked, 0);
+    QVERIFY(packets > 0);
+}
+
 #include "tst_replay_controller.moc"
