@@ -960,7 +960,7 @@ bool MainWindow::openSession(const QString &path, QString *error, bool quiet)
     m_timelineDetails->setText(timelineHint(recorded && recorded->backend == QLatin1String("gloo")));
     m_exportTrace->setEnabled(true);
     setWindowTitle(tr("smolcluster: replay of %1").arg(QFileInfo(path).fileName()));
-    statusBar()->showMessage(tr("Replaying %1. Space plays, [ and ] move by collective, Ctrl+W closes.")
+    statusBar()->showMessage(tr("Replaying %1. Space plays, Ctrl+W closes.") // [ and ]: the bar's tooltips
                                  .arg(m_replayController->describe()));
     updateRunActions();
     return true;
