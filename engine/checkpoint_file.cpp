@@ -257,114 +257,185 @@ void writeCheckpoint(const QString &dir, const Checkpoint &ckpt)
         fail(QStringLiteral("cannot write checkpoint %1: %2").arg(path, file.errorString()));
 }
 
-Checkpoint readCheckpoint(const QString &dirOrFile)
-{
-    if (dirOrFile.isEmpty())
-        fail(QStringLiteral("cannot read checkpoint: empty path"));
-    const QFileInfo given(dirOrFile);
-    const QString path = given.isDir() ? checkpointPath(dirOrFile) : dirOrFile;
-    const QFileInfo info(path);
-    if (!info.exists()) {
-        if (given.isDir())
-            fail(QStringLiteral("no checkpoint in directory %1 (%2 does not exist)").arg(dirOrFile, path));
-        fail(QStringLiteral("no checkpoint at %1 (no such file or directory)").arg(path));
+namespace {
+
+// Reading a checkpoint, as a decoder of named steps; each either hands over
+// to the next or ends in the error state (fail(): CheckpointError, one line
+// naming the file). Nothing is allocated before the layout walk has checked
+// every count against the bytes the file holds.
+//
+//   1. open      the path (a directory's checkpointPath()), an existing file
+//   2. magic     the first 8 bytes say SMOLCKPT (an empty file says so)
+//   3. version   not newer than this build reads; the fixed fields fit
+//   4. layout    config length, parameter and optimizer state counts fit
+//                exactly in the file's size (small positioned reads)
+//   5. body      everything again in order, checksummed, with the counts the
+//                walk saw (a file changed meanwhile is an error)
+//   6. checksum  the stored CRC-32 matches the computed one
+class CheckpointDecoder {
+public:
+    explicit CheckpointDecoder(const QString &dirOrFile) : m_given(dirOrFile) {}
+
+    Checkpoint decode()
+    {
+        open();
+        checkMagic();
+        checkVersion();
+        walkLayout();
+        readBody();
+        checkChecksum();
+        return std::move(m_ckpt);
     }
-    if (info.isDir())
-        fail(QStringLiteral("%1 is a directory, not a checkpoint file").arg(path));
 
-    QFile file(path);
-    if (!file.open(QIODevice::ReadOnly))
-        fail(QStringLiteral("cannot open checkpoint %1: %2").arg(path, file.errorString()));
-    const qint64 size = file.size();
+private:
+    // 1. Resolve the path and open the file.
+    void open()
+    {
+        if (m_given.isEmpty())
+            fail(QStringLiteral("cannot read checkpoint: empty path"));
+        const QFileInfo given(m_given);
+        m_path = given.isDir() ? checkpointPath(m_given) : m_given;
+        const QFileInfo info(m_path);
+        if (!info.exists()) {
+            if (given.isDir())
+                fail(QStringLiteral("no checkpoint in directory %1 (%2 does not exist)").arg(m_given, m_path));
+            fail(QStringLiteral("no checkpoint at %1 (no such file or directory)").arg(m_path));
+        }
+        if (info.isDir())
+            fail(QStringLiteral("%1 is a directory, not a checkpoint file").arg(m_path));
+        m_file.setFileName(m_path);
+        if (!m_file.open(QIODevice::ReadOnly))
+            fail(QStringLiteral("cannot open checkpoint %1: %2").arg(m_path, m_file.errorString()));
+        m_size = m_file.size();
+    }
 
-    // 1. Walk the layout with small positioned reads, checking every count
-    //    against the bytes actually present before anything is allocated.
+    // 2. The magic (what there is of it: a short file's bytes must match too).
+    void checkMagic()
     {
         char magic[sizeof kMagic] = {};
-        const qint64 head = std::min<qint64>(size, qint64(sizeof magic));
-        if (file.read(magic, head) != head)
-            fail(QStringLiteral("cannot read %1: %2").arg(path, file.errorString()));
-        if (size == 0)
-            fail(QStringLiteral("%1 is empty, not a smolcluster checkpoint").arg(path));
+        const qint64 head = std::min<qint64>(m_size, qint64(sizeof magic));
+        if (m_file.read(magic, head) != head)
+            fail(QStringLiteral("cannot read %1: %2").arg(m_path, m_file.errorString()));
+        if (m_size == 0)
+            fail(QStringLiteral("%1 is empty, not a smolcluster checkpoint").arg(m_path));
         if (std::memcmp(magic, kMagic, std::size_t(head)) != 0)
-            fail(QStringLiteral("%1 is not a smolcluster checkpoint (bad magic)").arg(path));
+            fail(QStringLiteral("%1 is not a smolcluster checkpoint (bad magic)").arg(m_path));
     }
-    const auto truncated = [&]() {
-        fail(QStringLiteral("%1 is truncated (%2 bytes; a checkpoint has at least %3)")
-                 .arg(path)
-                 .arg(size)
-                 .arg(kMinFileBytes));
-    };
-    if (size < 12)
-        truncated();
-    const std::uint32_t version = fieldAt<std::uint32_t>(file, path, 8);
-    if (version > kCheckpointFormatVersion)
-        fail(QStringLiteral(
-                 "%1 was written by a newer smolcluster (format %2); this build reads format %3 and older")
-                 .arg(path)
-                 .arg(version)
-                 .arg(kCheckpointFormatVersion));
-    if (size < kMinFileBytes)
-        truncated();
 
-    const std::uint64_t fileBytes = std::uint64_t(size);
-    const std::uint64_t configBytes = fieldAt<std::uint32_t>(file, path, 20);
-    if (configBytes > fileBytes - std::uint64_t(kMinFileBytes))
-        fail(QStringLiteral("%1 is truncated or corrupt (config length %2 does not fit in a %3-byte file)")
-                 .arg(path)
-                 .arg(configBytes)
-                 .arg(size));
-    // Bytes the file has beyond the fixed fields and the config.
-    std::uint64_t spare = fileBytes - std::uint64_t(kMinFileBytes) - configBytes;
+    // 3. The format version, then room for every fixed field.
+    void checkVersion()
+    {
+        if (m_size < 12)
+            failTruncated();
+        const std::uint32_t version = fieldAt<std::uint32_t>(m_file, m_path, 8);
+        if (version > kCheckpointFormatVersion)
+            fail(QStringLiteral(
+                     "%1 was written by a newer smolcluster (format %2); this build reads format %3 and older")
+                     .arg(m_path)
+                     .arg(version)
+                     .arg(kCheckpointFormatVersion));
+        if (m_size < kMinFileBytes)
+            failTruncated();
+    }
 
-    const auto sectionCount = [&](qint64 offset, const char *what) {
-        const std::uint64_t count = fieldAt<std::uint64_t>(file, path, offset);
+    // 4. Every count against the bytes actually present.
+    void walkLayout()
+    {
+        const std::uint64_t fileBytes = std::uint64_t(m_size);
+        m_configBytes = fieldAt<std::uint32_t>(m_file, m_path, 20);
+        if (m_configBytes > fileBytes - std::uint64_t(kMinFileBytes))
+            fail(QStringLiteral("%1 is truncated or corrupt (config length %2 does not fit in a %3-byte file)")
+                     .arg(m_path)
+                     .arg(m_configBytes)
+                     .arg(m_size));
+        // Bytes the file has beyond the fixed fields and the config.
+        std::uint64_t spare = fileBytes - std::uint64_t(kMinFileBytes) - m_configBytes;
+        const qint64 paramCountAt = kHeaderBytes + qint64(m_configBytes);
+        m_paramCount = sectionCount(paramCountAt, "parameter", spare);
+        const qint64 optCountAt = paramCountAt + 8 + qint64(m_paramCount * sizeof(float));
+        m_optCount = sectionCount(optCountAt, "optimizer state", spare);
+        if (spare != 0)
+            fail(QStringLiteral("%1 is corrupt (%2 unexpected bytes after the optimizer state)")
+                     .arg(m_path)
+                     .arg(spare));
+    }
+
+    // A section's float count at `offset`, taken out of `spare`.
+    std::uint64_t sectionCount(qint64 offset, const char *what, std::uint64_t &spare)
+    {
+        const std::uint64_t count = fieldAt<std::uint64_t>(m_file, m_path, offset);
         if (count > spare / sizeof(float))
             fail(QStringLiteral("%1 is truncated or corrupt (%2 count %3 needs more than the %4 bytes left)")
-                     .arg(path, QLatin1String(what))
+                     .arg(m_path, QLatin1String(what))
                      .arg(count)
                      .arg(spare));
         spare -= count * sizeof(float);
         return count;
-    };
-    const qint64 paramCountAt = kHeaderBytes + qint64(configBytes);
-    const std::uint64_t paramCount = sectionCount(paramCountAt, "parameter");
-    const qint64 optCountAt = paramCountAt + 8 + qint64(paramCount * sizeof(float));
-    const std::uint64_t optCount = sectionCount(optCountAt, "optimizer state");
-    if (spare != 0)
-        fail(QStringLiteral("%1 is corrupt (%2 unexpected bytes after the optimizer state)")
-                 .arg(path)
-                 .arg(spare));
+    }
 
-    // 2. Read everything in order, checksumming as it goes.
-    if (!file.seek(0))
-        fail(QStringLiteral("cannot read %1: %2").arg(path, file.errorString()));
-    CrcReader in(file, path);
-    Checkpoint ckpt;
-    char header[kHeaderBytes];
-    in.bytes(header, sizeof header);
-    ckpt.stepsDone = qFromLittleEndian<std::int64_t>(header + 12);
-    const auto changed = [&]() { fail(QStringLiteral("%1 changed while it was being read").arg(path)); };
-    if (qFromLittleEndian<std::uint32_t>(header + 20) != configBytes)
-        changed();
-    ckpt.configJson.resize(std::size_t(configBytes));
-    in.bytes(ckpt.configJson.data(), ckpt.configJson.size());
-    char count[8];
-    in.bytes(count, sizeof count);
-    if (qFromLittleEndian<std::uint64_t>(count) != paramCount)
-        changed();
-    in.floats(ckpt.params, paramCount);
-    in.bytes(count, sizeof count);
-    if (qFromLittleEndian<std::uint64_t>(count) != optCount)
-        changed();
-    in.floats(ckpt.optimizerState, optCount);
-    char crcBytes[4];
-    in.raw(crcBytes, sizeof crcBytes);
-    const std::uint32_t stored = qFromLittleEndian<std::uint32_t>(crcBytes);
-    if (stored != in.crc())
-        fail(QStringLiteral("%1 is corrupt (CRC-32 mismatch: stored %2, computed %3)")
-                 .arg(path, hex32(stored), hex32(in.crc())));
-    return ckpt;
+    // 5. Read everything in order, checksumming as it goes.
+    void readBody()
+    {
+        if (!m_file.seek(0))
+            fail(QStringLiteral("cannot read %1: %2").arg(m_path, m_file.errorString()));
+        char header[kHeaderBytes];
+        m_in.bytes(header, sizeof header);
+        m_ckpt.stepsDone = qFromLittleEndian<std::int64_t>(header + 12);
+        if (qFromLittleEndian<std::uint32_t>(header + 20) != m_configBytes)
+            failChanged();
+        m_ckpt.configJson.resize(std::size_t(m_configBytes));
+        m_in.bytes(m_ckpt.configJson.data(), m_ckpt.configJson.size());
+        expectCount(m_paramCount);
+        m_in.floats(m_ckpt.params, m_paramCount);
+        expectCount(m_optCount);
+        m_in.floats(m_ckpt.optimizerState, m_optCount);
+    }
+
+    // A section's count again, as the layout walk saw it.
+    void expectCount(std::uint64_t walked)
+    {
+        char count[8];
+        m_in.bytes(count, sizeof count);
+        if (qFromLittleEndian<std::uint64_t>(count) != walked)
+            failChanged();
+    }
+
+    // 6. The stored CRC-32 (not itself checksummed) against the computed one.
+    void checkChecksum()
+    {
+        char crcBytes[4];
+        m_in.raw(crcBytes, sizeof crcBytes);
+        const std::uint32_t stored = qFromLittleEndian<std::uint32_t>(crcBytes);
+        if (stored != m_in.crc())
+            fail(QStringLiteral("%1 is corrupt (CRC-32 mismatch: stored %2, computed %3)")
+                     .arg(m_path, hex32(stored), hex32(m_in.crc())));
+    }
+
+    [[noreturn]] void failTruncated() const
+    {
+        fail(QStringLiteral("%1 is truncated (%2 bytes; a checkpoint has at least %3)")
+                 .arg(m_path)
+                 .arg(m_size)
+                 .arg(kMinFileBytes));
+    }
+    [[noreturn]] void failChanged() const { fail(QStringLiteral("%1 changed while it was being read").arg(m_path)); }
+
+    const QString m_given;
+    QString m_path;
+    QFile m_file;
+    qint64 m_size = 0;
+    CrcReader m_in{m_file, m_path};
+    std::uint64_t m_configBytes = 0;
+    std::uint64_t m_paramCount = 0;
+    std::uint64_t m_optCount = 0;
+    Checkpoint m_ckpt;
+};
+
+} // namespace
+
+Checkpoint readCheckpoint(const QString &dirOrFile)
+{
+    return CheckpointDecoder(dirOrFile).decode();
 }
 
 } // namespace smol::engine

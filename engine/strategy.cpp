@@ -1,8 +1,8 @@
 #include "strategy.h"
 
 #include "flat_params.h"
+#include "placement.h"
 #include "net/communicator.h"
-#include "strategies/strategies.h"
 #include "tensor_bridge.h"
 
 #include <cmath>
@@ -11,32 +11,62 @@
 
 namespace smol::engine {
 
-std::vector<std::string> strategyNames()
-{
-    return {"single", "ddp", "zero1", "zero2", "zero3", "syncps", "edp", "tensor", "pipeline"};
-}
-
 std::unique_ptr<Strategy> makeStrategy(const std::string &name)
 {
-    if (name == "single")
-        return makeSingleStrategy();
-    if (name == "ddp")
-        return makeDdpStrategy();
-    if (name == "zero1")
-        return makeZero1Strategy();
-    if (name == "zero2")
-        return makeZero2Strategy();
-    if (name == "zero3")
-        return makeZero3Strategy();
-    if (name == "syncps")
-        return makeSyncPsStrategy();
-    if (name == "edp")
-        return makeEdpStrategy();
-    if (name == "tensor")
-        return makeTensorStrategy();
-    if (name == "pipeline")
-        return makePipelineStrategy();
+    if (auto made = Strategies::make(name))
+        return made;
     throw std::invalid_argument("unknown strategy '" + name + "'");
+}
+
+namespace {
+
+// Whole layers on the nodes of the pipeline's placement (balanced when none
+// is given).
+std::vector<ShardRange> placementPlan(const ShardPlanInput &input)
+{
+    std::vector<std::int64_t> sizes;
+    for (const PlannedLayer &layer : input.layers) {
+        std::int64_t n = 0;
+        for (const PlannedParam &p : layer.params)
+            n += p.numel;
+        sizes.push_back(n);
+    }
+    const int layers = int(input.layers.size());
+    const Placement placement = input.placement.empty() || input.placement == "auto"
+                                    ? Placement::balanced(sizes, input.nodes)
+                                    : Placement::parse(input.placement, layers, input.nodes);
+    std::vector<ShardRange> plan;
+    for (int l = 0; l < layers; ++l)
+        for (const PlannedParam &p : input.layers[std::size_t(l)].params)
+            plan.push_back({p.name, 0, p.numel, placement.nodeOf(l), true});
+    return plan;
+}
+
+} // namespace
+
+std::vector<ShardRange> planShards(const std::string &strategy, const ShardPlanInput &input)
+{
+    const StrategyDescription *description = describeStrategy(strategy);
+    if (!description)
+        throw std::invalid_argument("unknown strategy '" + strategy + "'");
+    switch (description->shards) {
+    case ShardPlan::Replicated:
+        return replicatedPlan(input);
+    case ShardPlan::ChunkedFlat:
+        return chunkedPlan(input.params, input.nodes);
+    case ShardPlan::ChunkedByLayer: {
+        std::vector<ShardRange> plan;
+        for (const PlannedLayer &layer : input.layers) // each layer's flat vector is cut on its own
+            for (ShardRange &r : chunkedPlan(layer.params, input.nodes))
+                plan.push_back(std::move(r));
+        return plan;
+    }
+    case ShardPlan::ByPlacement:
+        return placementPlan(input);
+    case ShardPlan::NotPlanned:
+        break;
+    }
+    return {};
 }
 
 const char *pipelineScheduleName(PipelineSchedule schedule)
@@ -112,9 +142,9 @@ void stretchCompute(const NodeContext &ctx, std::chrono::steady_clock::time_poin
         spent * (ctx.behaviour.slowdown - 1)));
 }
 
-MemoryBreakdown heldBytes(const torch::Tensor &params, const torch::Tensor &grads, const FlatOptimizer *optimizer)
+net::MemoryByCategory heldBytes(const torch::Tensor &params, const torch::Tensor &grads, const FlatOptimizer *optimizer)
 {
-    MemoryBreakdown m;
+    net::MemoryByCategory m;
     m.params = params.defined() ? std::int64_t(params.nbytes()) : 0;
     m.grads = grads.defined() ? std::int64_t(grads.nbytes()) : 0;
     if (optimizer)
@@ -181,6 +211,30 @@ std::vector<ShardRange> chunkedShardMap(const std::vector<ParamSlot> &slots, std
                 out.push_back({s.name, b - s.offset, e - s.offset, r, materialisedOwner < 0 || materialisedOwner == r});
         }
     return out;
+}
+
+std::vector<ShardRange> replicatedPlan(const ShardPlanInput &input)
+{
+    std::vector<ShardRange> out;
+    for (const PlannedParam &p : input.params)
+        out.push_back({p.name, 0, p.numel, -1, true});
+    return out;
+}
+
+std::vector<ShardRange> chunkedPlan(const std::vector<PlannedParam> &params, int nodes)
+{
+    // The flat vector's slots, as FlatParams lays them out.
+    std::vector<ParamSlot> slots;
+    std::int64_t numel = 0;
+    for (const PlannedParam &p : params) {
+        ParamSlot slot;
+        slot.name = p.name;
+        slot.offset = numel;
+        slot.numel = p.numel;
+        slots.push_back(std::move(slot));
+        numel += p.numel;
+    }
+    return chunkedShardMap(slots, numel, nodes, /*materialisedOwner=*/-1);
 }
 
 } // namespace smol::engine

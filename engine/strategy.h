@@ -4,10 +4,12 @@
 // node's compute thread; the trainer calls setup() once, then step() per step.
 #pragma once
 
-#include "data_source.h"
+#include "engine/data/data_source.h"
 #include "flat_optimizer.h"
-#include "model.h"
+#include "engine/models/model.h"
+#include "net/memory_by_category.h"
 #include "session/session_events.h"
+#include "strategies/strategy_registry.h"
 
 #include <torch/torch.h>
 
@@ -113,25 +115,6 @@ struct OptimizerMoments {
     bool defined() const { return exp.defined() && expSq.defined(); }
 };
 
-// Bytes of the tensors a node holds, by role (what memory_tracker charges is
-// the total; activations are the total minus these).
-struct MemoryBreakdown {
-    std::int64_t params = 0;
-    std::int64_t grads = 0;
-    std::int64_t optimizer = 0;
-    std::int64_t comm = 0;
-};
-
-// One contiguous range of the flat parameter vector and its owner: what the
-// GUI's shard map draws.
-struct ShardRange {
-    std::string param;   // parameter name
-    std::int64_t begin;  // element offset within that parameter
-    std::int64_t end;
-    int owner;           // rank that owns (updates) it; -1 = replicated on all
-    bool materialised;   // held in full on this node right now
-};
-
 class Strategy {
 public:
     virtual ~Strategy() = default;
@@ -140,7 +123,10 @@ public:
     // One optimisation step on this node's share of the global batch; returns
     // this node's mean loss. All nodes call it for the same step.
     virtual double step(std::int64_t step) = 0;
-    virtual MemoryBreakdown memory() const = 0;
+    // Bytes of the tensors this node holds, by role: params, grads,
+    // optimizer, comm (what memory_tracker charges is the total; the trainer
+    // fills in live, peak and activations = the total minus these).
+    virtual net::MemoryByCategory memory() const = 0;
     // Every parameter, flattened in namedParameters() order. A collective for
     // sharded strategies: every node must call it.
     virtual torch::Tensor fullParameters() = 0;
@@ -184,9 +170,12 @@ public:
     virtual bool loadOptimizerState(const OptimizerMoments & /*moments*/, std::int64_t /*steps*/) { return false; }
 };
 
-// "single", "ddp", "zero1", "zero2", "zero3", "syncps", "edp".
+// The strategy called `name` (strategies/strategy_registry.h lists them);
+// throws std::invalid_argument for an unknown name.
 std::unique_ptr<Strategy> makeStrategy(const std::string &name);
-std::vector<std::string> strategyNames();
+// The shard map the window draws before a run of `strategy` (its
+// description's ShardPlan); throws std::invalid_argument for an unknown name.
+std::vector<ShardRange> planShards(const std::string &strategy, const ShardPlanInput &input);
 
 // True while a memory snapshot is being taken at the end of a collective
 // (its result is in the buffer): what memory() counts a buffer as can
@@ -230,7 +219,7 @@ void stretchCompute(const NodeContext &ctx, std::chrono::steady_clock::time_poin
 struct ParamSlot;
 class FlatOptimizer;
 // Bytes held by a strategy whose roles are these tensors (any may be undefined).
-MemoryBreakdown heldBytes(const torch::Tensor &params, const torch::Tensor &grads, const FlatOptimizer *optimizer);
+net::MemoryByCategory heldBytes(const torch::Tensor &params, const torch::Tensor &grads, const FlatOptimizer *optimizer);
 // Adam's moments for a checkpoint or a re-form, undefined under SGD. Held
 // whole (single, ddp, syncps's server): copies.
 OptimizerMoments copiedMoments(const FlatOptimizer &optimizer);
@@ -248,5 +237,10 @@ void loadMomentsChunk(FlatOptimizer &optimizer, const OptimizerMoments &moments,
 std::vector<ShardRange> replicatedShardMap(const std::vector<ParamSlot> &slots);
 std::vector<ShardRange> chunkedShardMap(const std::vector<ParamSlot> &slots, std::int64_t numel, int nodes,
                                         int materialisedOwner);
+// The same maps planned from a model's sizes alone (planShards): every
+// parameter replicated (owner -1), or the flat vector of `params` cut into
+// `nodes` chunks.
+std::vector<ShardRange> replicatedPlan(const ShardPlanInput &input);
+std::vector<ShardRange> chunkedPlan(const std::vector<PlannedParam> &params, int nodes);
 
 } // namespace smol::engine

@@ -27,14 +27,14 @@
 //
 // Plain output: a progress line (step, loss, samples/s) and a summary.
 // --json: one JSON object per line: {"type":"step",...} per step, then
-// {"type":"summary",...} with the fields ARCHITECTURE.md's headless contract
+// {"type":"summary",...} with the fields docs/architecture.md's headless contract
 // lists.
 #include "train_command.h"
 
-#include "break_console.h"
+#include "engine/breakpoints/break_console.h"
 #include "cluster/cluster_commands.h"
 #include "cluster/config_json.h"
-#include "data_source.h"
+#include "engine/data/data_source.h"
 #include "net/trace.h"
 #include "session/session_recorder.h"
 #include "trainer.h"
@@ -124,33 +124,6 @@ Exit code 0 on success, 1 when the run fails, 2 on bad arguments.
 )";
 
 namespace {
-
-QJsonArray toArray(const std::vector<std::uint64_t> &v)
-{
-    QJsonArray a;
-    for (auto x : v)
-        a.append(double(x));
-    return a;
-}
-
-QJsonArray toArray(const std::vector<std::int64_t> &v)
-{
-    QJsonArray a;
-    for (auto x : v)
-        a.append(double(x));
-    return a;
-}
-
-QJsonObject memoryJson(const NodeMemory &m)
-{
-    return QJsonObject{{"params", double(m.params)},
-                       {"grads", double(m.grads)},
-                       {"optimizer", double(m.optimizer)},
-                       {"activations", double(m.activations)},
-                       {"comm", double(m.comm)},
-                       {"live", double(m.live)},
-                       {"peak", double(m.peak)}};
-}
 
 void printJson(QTextStream &out, const QJsonObject &o)
 {
@@ -492,14 +465,14 @@ private:
         m_err.flush();
     }
 
-    // {"type":"summary",...}: ARCHITECTURE.md's headless contract.
+    // {"type":"summary",...}: docs/architecture.md's headless contract.
     QJsonObject summaryJson() const
     {
         const TrainSummary &s = m_summary;
         const TrainConfig &c = m_request.config;
         QJsonArray memory;
         for (const auto &m : s.memoryPerNode)
-            memory.append(memoryJson(m));
+            memory.append(memoryToJson(m));
         QJsonObject o{{"type", "summary"},
                       {"strategy", QString::fromStdString(s.strategy)},
                       {"nodes", s.nodes},
@@ -514,18 +487,18 @@ private:
                       {"param_l2", s.paramL2},
                       {"samples_per_s", s.samplesPerS},
                       {"seconds", s.seconds},
-                      {"bytes_sent_per_node", toArray(s.bytesSentPerNode)},
-                      {"peak_bytes_per_node", toArray(s.peakBytesPerNode)},
+                      {"bytes_sent_per_node", jsonNumbers(s.bytesSentPerNode)},
+                      {"peak_bytes_per_node", jsonNumbers(s.peakBytesPerNode)},
                       {"memory_per_node", memory}};
         if (s.testAccuracy >= 0)
             o.insert("test_accuracy", s.testAccuracy);
         if (s.async.updates > 0) {
             o.insert("updates_applied", double(s.async.updates));
             o.insert("max_staleness", double(s.async.maxStaleness));
-            o.insert("pushes_per_node", toArray(s.async.pushes));
-            o.insert("bound_waits_per_node", toArray(s.async.waits));
-            o.insert("discarded_pushes_per_node", toArray(s.async.discarded));
-            o.insert("staleness_histogram", toArray(s.async.stalenessHistogram));
+            o.insert("pushes_per_node", jsonNumbers(s.async.pushes));
+            o.insert("bound_waits_per_node", jsonNumbers(s.async.waits));
+            o.insert("discarded_pushes_per_node", jsonNumbers(s.async.discarded));
+            o.insert("staleness_histogram", jsonNumbers(s.async.stalenessHistogram));
         }
         for (const auto &[key, value] : s.extra)
             o.insert(QString::fromStdString(key), value);
@@ -560,7 +533,7 @@ private:
                 out << "node " << r << ": lost mid-run\n";
                 continue;
             }
-            const NodeMemory &m = s.memoryPerNode[std::size_t(r)];
+            const net::MemoryByCategory &m = s.memoryPerNode[std::size_t(r)];
             out << "node " << r << (gloo ? ": handed to Gloo " : ": sent ")
                 << s.bytesSentPerNode[std::size_t(r)] << " B; memory params " << m.params << " grads "
                 << m.grads << " optimizer " << m.optimizer << " activations " << m.activations << " comm "

@@ -8,7 +8,7 @@
 #pragma once
 
 #include "flat_optimizer.h"
-#include "model.h"
+#include "engine/models/model.h"
 #include "net/dtype.h"
 #include "net/trace.h"
 #include "net/transport.h"
@@ -82,22 +82,12 @@ struct TrainConfig {
 
 constexpr std::int64_t kTestLossSamples = 1000;
 
-struct NodeMemory {
-    std::int64_t params = 0;
-    std::int64_t grads = 0;
-    std::int64_t optimizer = 0;
-    std::int64_t activations = 0; // live minus the rest (never negative)
-    std::int64_t comm = 0;
-    std::int64_t live = 0;
-    std::int64_t peak = 0;
-};
-
 struct StepReport {
     std::int64_t step = 0;
     double loss = 0;         // mean over the nodes that computed one (edp: the applied push's)
     double seconds = 0;      // wall time since training started
     double samplesPerS = 0;  // global batches x batch size so far / seconds
-    std::vector<NodeMemory> memory;
+    std::vector<net::MemoryByCategory> memory;
 };
 
 // A node's memory at a collective boundary (before or after one).
@@ -110,15 +100,13 @@ struct MemorySnapshot {
     net::CollectiveKind kind = net::CollectiveKind::None;
     std::uint64_t seq = 0;
     bool before = true;
-    std::int64_t live = 0;
-    std::int64_t peak = 0;
-    NodeMemory memory;   // by category; memory.live/peak as above
+    net::MemoryByCategory memory; // by category, with live and peak
     std::string name;    // the collective's tensor name ("params.fc1")
 };
 
 // The calling node thread's memory by category right now (its running
 // strategy's tensors and its allocator slot); false off a node thread.
-bool nodeMemoryNow(int memorySlot, NodeMemory *out);
+bool nodeMemoryNow(int memorySlot, net::MemoryByCategory *out);
 // A communicator hook that takes the node's memory by category before and
 // after every collective (MemorySnapshot) and hands it to `sink`, on the
 // calling thread (edp's server threads too). `step`: the node's current step.
@@ -160,7 +148,7 @@ struct TrainSummary {
     double seconds = 0;
     std::vector<std::uint64_t> bytesSentPerNode; // payload bytes
     std::vector<std::int64_t> peakBytesPerNode;
-    std::vector<NodeMemory> memoryPerNode; // at the end of the last step
+    std::vector<net::MemoryByCategory> memoryPerNode; // at the end of the last step
     std::vector<double> lossCurve;
     torch::Tensor finalParams; // flat, namedParameters() order
     AsyncStats async;          // asynchronous strategies (edp): what the server did
@@ -168,6 +156,13 @@ struct TrainSummary {
     // Figures a strategy measured (Strategy::stats()), each the mean over the
     // nodes; pipeline: "bubble_fraction" and "bubble_fraction_formula".
     std::map<std::string, double> extra;
+
+    // A run's summary begun: what ran and its loss curve (finalLoss its
+    // last point; NaN when no step finished).
+    static TrainSummary of(const std::string &strategy, int nodes, std::int64_t steps,
+                           std::vector<double> lossCurve);
+    // The final parameters and the figures read from them (count, checksum, L2).
+    void setFinalParams(const torch::Tensor &params);
 };
 
 // Throws std::invalid_argument for a bad config (one line), DataError for
@@ -199,7 +194,7 @@ struct NodeRun {
     // Lock-step strategies: after every K-th step (counted from step 0),
     // gather the full parameters and hand them to onCheckpoint. 0: never.
     std::int64_t checkpointEvery = 0;
-    std::function<void(std::int64_t step, double loss, const NodeMemory &memory)> onStep;
+    std::function<void(std::int64_t step, double loss, const net::MemoryByCategory &memory)> onStep;
     std::function<void(const SpanEvent &)> onSpan; // compute spans (NodeContext::onSpan)
     std::function<void(std::int64_t step, double loss)> onTestLoss; // rank 0, TrainConfig::testEvery
     // Memory by category before and after every collective (from the
@@ -215,7 +210,7 @@ struct NodeResult {
     AsyncStats async;
     std::map<std::string, double> stats;
     double seconds = 0;
-    NodeMemory memory;         // at the end of its last step
+    net::MemoryByCategory memory;         // at the end of its last step
     bool momentsRestarted = false; // resumed with Adam but without moments to continue from
 };
 
@@ -234,8 +229,8 @@ std::shared_ptr<const DataSource> loadTrainingData(TrainConfig &config);
 // samples/s) to `events`, then calls `next` (may be null).
 std::unique_ptr<TrainObserver> makeMetricEmitter(SessionEventSink *events, TrainObserver *next);
 // A node's step as events: its Step span, its memory, its loss (if any).
-void emitStepEvents(SessionEventSink &events, int node, std::int64_t step, double loss, const NodeMemory &memory,
-                    std::int64_t startNs, std::int64_t endNs);
+void emitStepEvents(SessionEventSink &events, int node, std::int64_t step, double loss,
+                    const net::MemoryByCategory &memory, std::int64_t startNs, std::int64_t endNs);
 // Test accuracy of `params` loaded into a fresh replica; -1 for gpt.
 double testAccuracyOf(const TrainConfig &config, const DataSource &data, const torch::Tensor &params);
 

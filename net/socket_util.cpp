@@ -46,16 +46,24 @@ bool resolve(const std::string &host, std::uint16_t port, sockaddr_in &addr)
     return true;
 }
 
+// A new TCP socket (close-on-exec) and host:port resolved into addr; a host
+// that does not resolve throws `unresolved` + host.
+int openTcpSocket(const std::string &host, std::uint16_t port, sockaddr_in &addr, const char *unresolved)
+{
+    if (!resolve(host, port, addr))
+        SMOL_THROW(NetError, unresolved + host);
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        SMOL_THROW(NetError, errnoText("socket"));
+    return fd;
+}
+
 } // namespace
 
 int listenTcp(const std::string &host, std::uint16_t port, std::uint16_t *boundPort)
 {
     sockaddr_in addr;
-    if (!resolve(host, port, addr))
-        SMOL_THROW(NetError, "cannot resolve listen address " + host);
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        SMOL_THROW(NetError, errnoText("socket"));
+    const int fd = openTcpSocket(host, port, addr, "cannot resolve listen address ");
     int one = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) < 0 || ::listen(fd, 128) < 0) {
@@ -73,11 +81,7 @@ int listenTcp(const std::string &host, std::uint16_t port, std::uint16_t *boundP
 int connectTcp(const std::string &host, std::uint16_t port, std::chrono::milliseconds timeout)
 {
     sockaddr_in addr;
-    if (!resolve(host, port, addr))
-        SMOL_THROW(NetError, "cannot resolve " + host);
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        SMOL_THROW(NetError, errnoText("socket"));
+    const int fd = openTcpSocket(host, port, addr, "cannot resolve ");
     setNonBlocking(fd, true);
     const std::string where = host + ":" + std::to_string(port);
     if (::connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) < 0 && errno != EINPROGRESS) {

@@ -30,7 +30,27 @@ constexpr std::size_t kReadBudget = std::size_t(4) << 20;
 // A shaped link with unlimited bandwidth but a latency holds at most this
 // many bytes that have left but are not written yet.
 constexpr std::uint64_t kMaxInFlightUnpaced = std::uint64_t(64) << 20;
+// Who a descriptor of the poll set belongs to (PollSet::owner); a link's is
+// its rank (>= 0), handshake i in progress kFirstPendingOwner - i.
+constexpr int kWakeOwner = -1;
+constexpr int kListenOwner = -2;
+constexpr int kFirstPendingOwner = -3;
 } // namespace
+
+// The descriptors of one ppoll, whom each belongs to, and when to wake at
+// the latest (none: when a descriptor is ready).
+struct TcpTransport::PollSet {
+    std::vector<pollfd> fds;
+    std::vector<int> owner;
+    sock::Clock::time_point now;
+    std::optional<sock::Clock::time_point> wakeAt;
+    void add(int fd, short events, int who)
+    {
+        fds.push_back({fd, events, 0});
+        owner.push_back(who);
+    }
+    void wakeBy(sock::Clock::time_point t) { wakeAt = wakeAt ? std::min(*wakeAt, t) : t; }
+};
 
 struct TcpTransport::SendOp {
     char header[kHeaderBytes];
@@ -273,10 +293,13 @@ void TcpTransport::dropPeer(int peer, const std::string &reason)
 
 // ---- I/O thread ----------------------------------------------------------------
 
+// One round of the I/O thread: take the compute side's requests, write what
+// can be written (most sends complete right here), sleep until a socket, the
+// wake eventfd or an emulated link's next release wants attention, then
+// serve whatever woke it.
 void TcpTransport::ioLoop()
 {
-    std::vector<pollfd> fds;
-    std::vector<int> owner; // >= 0 link rank; -1 wake; -2 listen; -3 - i pending i
+    PollSet set;
     for (;;) {
         drainRequests();
         {
@@ -284,97 +307,101 @@ void TcpTransport::ioLoop()
             if (m_stop)
                 break;
         }
-        // Write what we can before sleeping: most sends complete right here.
         for (int p = 0; p < m_worldSize; ++p)
             if (m_links[std::size_t(p)].fd >= 0 && !m_links[std::size_t(p)].queue.empty())
                 writeLink(p);
-
-        fds.clear();
-        owner.clear();
-        fds.push_back({m_wakeFd, POLLIN, 0});
-        owner.push_back(-1);
-        if (m_listenFd >= 0) {
-            fds.push_back({m_listenFd, POLLIN, 0});
-            owner.push_back(-2);
-        }
-        int timeoutMs = -1;
-        const auto now = sock::Clock::now();
-        std::optional<sock::Clock::time_point> wakeAt; // emulated links: next burst or delayed write
-        for (std::size_t i = 0; i < m_pending.size(); ++i) {
-            fds.push_back({m_pending[i].fd, POLLIN, 0});
-            owner.push_back(-3 - int(i));
-            const auto left =
-                std::chrono::duration_cast<std::chrono::milliseconds>(m_pending[i].deadline - now).count() + 1;
-            timeoutMs = timeoutMs < 0 ? int(std::max<long long>(left, 0)) : std::min(timeoutMs, int(std::max<long long>(left, 0)));
-        }
-        for (int p = 0; p < m_worldSize; ++p) {
-            const Link &l = m_links[std::size_t(p)];
-            if (l.fd < 0)
-                continue;
-            bool wantWrite = !l.queue.empty();
-            if (wantWrite && l.shaper.isShaped()) {
-                // Ask for POLLOUT only with bytes we may write now (else it would
-                // spin); otherwise sleep until the shaper releases more.
-                wantWrite = l.writable > l.written;
-                auto soonest = [&](sock::Clock::time_point t) { wakeAt = wakeAt ? std::min(*wakeAt, t) : t; };
-                if (!l.delayLine.empty())
-                    soonest(l.delayLine.front().first);
-                for (const SendOp &op : l.queue)
-                    if (op.departed < kHeaderBytes + op.bytes) {
-                        soonest(l.shaper.whenAllowed(kHeaderBytes + op.bytes - op.departed, now));
-                        break;
-                    }
-            }
-            fds.push_back({l.fd, short(POLLIN | (wantWrite ? POLLOUT : 0)), 0});
-            owner.push_back(p);
-        }
-        if (timeoutMs >= 0) {
-            const auto t = now + std::chrono::milliseconds(timeoutMs);
-            wakeAt = wakeAt ? std::min(*wakeAt, t) : t;
-        }
-        timespec ts{};
-        if (wakeAt) {
-            const auto ns = std::max<std::int64_t>(
-                0, std::chrono::duration_cast<std::chrono::nanoseconds>(*wakeAt - now).count());
-            ts.tv_sec = time_t(ns / 1000000000);
-            ts.tv_nsec = long(ns % 1000000000);
-        }
-        const int rc = ::ppoll(fds.data(), nfds_t(fds.size()), wakeAt ? &ts : nullptr, nullptr);
-        if (rc < 0 && errno != EINTR)
+        buildPollSet(set);
+        if (!waitForEvents(set))
             break;
-
-        std::vector<std::size_t> expired;
-        for (std::size_t i = 0; i < fds.size(); ++i) {
-            const short ev = fds[i].revents;
-            const int who = owner[i];
-            if (who == -1) {
-                if (ev & POLLIN) {
-                    std::uint64_t v;
-                    [[maybe_unused]] auto r = ::read(m_wakeFd, &v, sizeof v);
-                }
-                m_wakePending = false;
-            } else if (who == -2) {
-                if (ev & POLLIN)
-                    acceptConnections();
-            } else if (who <= -3) {
-                Pending &p = m_pending[std::size_t(-3 - who)];
-                if (ev)
-                    serviceHandshake(p);
-                else if (sock::Clock::now() >= p.deadline) {
-                    noteDropped("connection from " + p.from + ": handshake timed out");
-                    sock::closeFd(p.fd);
-                }
-            } else {
-                if (m_links[std::size_t(who)].fd >= 0 && (ev & (POLLIN | POLLERR | POLLHUP)))
-                    readLink(who);
-                if (m_links[std::size_t(who)].fd >= 0 && (ev & POLLOUT))
-                    writeLink(who);
-            }
-        }
+        servePollSet(set);
         m_pending.erase(std::remove_if(m_pending.begin(), m_pending.end(), [](const Pending &p) { return p.fd < 0; }),
                         m_pending.end());
     }
     shutdownAll("rank " + std::to_string(m_rank) + " shut down");
+}
+
+// What to watch: the wake eventfd, the listening socket, every handshake in
+// progress (until its deadline) and every link (POLLOUT only with bytes that
+// may be written now), and when an emulated link next releases bytes.
+void TcpTransport::buildPollSet(PollSet &set)
+{
+    set.fds.clear();
+    set.owner.clear();
+    set.now = sock::Clock::now();
+    set.wakeAt.reset();
+    set.add(m_wakeFd, POLLIN, kWakeOwner);
+    if (m_listenFd >= 0)
+        set.add(m_listenFd, POLLIN, kListenOwner);
+    for (std::size_t i = 0; i < m_pending.size(); ++i) {
+        set.add(m_pending[i].fd, POLLIN, kFirstPendingOwner - int(i));
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(m_pending[i].deadline - set.now).count() + 1;
+        set.wakeBy(set.now + std::chrono::milliseconds(std::max<long long>(left, 0)));
+    }
+    for (int p = 0; p < m_worldSize; ++p) {
+        const Link &l = m_links[std::size_t(p)];
+        if (l.fd < 0)
+            continue;
+        bool wantWrite = !l.queue.empty();
+        if (wantWrite && l.shaper.isShaped()) {
+            // Ask for POLLOUT only with bytes we may write now (else it would
+            // spin); otherwise sleep until the shaper releases more.
+            wantWrite = l.writable > l.written;
+            if (!l.delayLine.empty())
+                set.wakeBy(l.delayLine.front().first);
+            for (const SendOp &op : l.queue)
+                if (op.departed < kHeaderBytes + op.bytes) {
+                    set.wakeBy(l.shaper.whenAllowed(kHeaderBytes + op.bytes - op.departed, set.now));
+                    break;
+                }
+        }
+        set.add(l.fd, short(POLLIN | (wantWrite ? POLLOUT : 0)), p);
+    }
+}
+
+// Sleeps in ppoll until the set wants attention; false when polling itself failed.
+bool TcpTransport::waitForEvents(PollSet &set)
+{
+    timespec ts{};
+    if (set.wakeAt) {
+        const auto ns = std::max<std::int64_t>(
+            0, std::chrono::duration_cast<std::chrono::nanoseconds>(*set.wakeAt - set.now).count());
+        ts.tv_sec = time_t(ns / 1000000000);
+        ts.tv_nsec = long(ns % 1000000000);
+    }
+    const int rc = ::ppoll(set.fds.data(), nfds_t(set.fds.size()), set.wakeAt ? &ts : nullptr, nullptr);
+    return rc >= 0 || errno == EINTR;
+}
+
+void TcpTransport::servePollSet(const PollSet &set)
+{
+    for (std::size_t i = 0; i < set.fds.size(); ++i) {
+        const short ev = set.fds[i].revents;
+        const int who = set.owner[i];
+        if (who == kWakeOwner) {
+            if (ev & POLLIN) {
+                std::uint64_t v;
+                [[maybe_unused]] auto r = ::read(m_wakeFd, &v, sizeof v);
+            }
+            m_wakePending = false;
+        } else if (who == kListenOwner) {
+            if (ev & POLLIN)
+                acceptConnections();
+        } else if (who <= kFirstPendingOwner) {
+            Pending &p = m_pending[std::size_t(kFirstPendingOwner - who)];
+            if (ev)
+                serviceHandshake(p);
+            else if (sock::Clock::now() >= p.deadline) {
+                noteDropped("connection from " + p.from + ": handshake timed out");
+                sock::closeFd(p.fd);
+            }
+        } else {
+            if (m_links[std::size_t(who)].fd >= 0 && (ev & (POLLIN | POLLERR | POLLHUP)))
+                readLink(who);
+            if (m_links[std::size_t(who)].fd >= 0 && (ev & POLLOUT))
+                writeLink(who);
+        }
+    }
 }
 
 void TcpTransport::drainRequests()
@@ -512,12 +539,8 @@ void TcpTransport::readLink(int peer)
             return;
         }
         if (r < 0) {
-            if (errno == EINTR)
+            if (retryAfterIoError(peer))
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                failLink(peer, std::string("connection to rank ") + std::to_string(peer) + " broke: " +
-                                   std::strerror(errno),
-                         false);
             return;
         }
         budget -= std::min(budget, std::size_t(r));
@@ -641,12 +664,8 @@ void TcpTransport::writeLink(int peer)
         msg.msg_iovlen = std::size_t(n);
         const ssize_t w = ::sendmsg(l.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
-            if (errno == EINTR)
+            if (retryAfterIoError(peer))
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                failLink(peer, std::string("connection to rank ") + std::to_string(peer) + " broke: " +
-                                   std::strerror(errno),
-                         false);
             return;
         }
         op.sent += std::size_t(w);
@@ -662,6 +681,19 @@ void TcpTransport::writeLink(int peer)
     }
     if (!shaped)
         l.resetStream(); // nothing queued: a limit set later starts from here
+}
+
+// After a failed recv or sendmsg on a link: true to try again at once (a
+// signal interrupted it); otherwise false, and the link has failed unless
+// the socket merely had nothing more to give or take right now.
+bool TcpTransport::retryAfterIoError(int peer)
+{
+    if (errno == EINTR)
+        return true;
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+        failLink(peer, std::string("connection to rank ") + std::to_string(peer) + " broke: " + std::strerror(errno),
+                 false);
+    return false;
 }
 
 void TcpTransport::failLink(int peer, const std::string &reason, bool protocolViolation)

@@ -66,9 +66,13 @@ private:
     struct SendOp;
     struct Link;
     struct Pending;
+    struct PollSet;
 
     void wake();
     void ioLoop();
+    void buildPollSet(PollSet &set);
+    bool waitForEvents(PollSet &set);
+    void servePollSet(const PollSet &set);
     void drainRequests();
     void acceptConnections();
     void serviceHandshake(Pending &p);
@@ -76,6 +80,7 @@ private:
     void readLink(int peer);
     void writeLink(int peer);
     void releaseBytes(Link &l);
+    bool retryAfterIoError(int peer);
     void failLink(int peer, const std::string &reason, bool protocolViolation);
     void shutdownAll(const std::string &reason);
 

@@ -6,11 +6,11 @@
 // The pause tests run twice: nodes as threads of runTraining(), and nodes as
 // cluster agents whose every collective asks the coordinator's controller
 // over the control plane (engine/cluster/).
-#include "engine/breakpoints.h"
+#include "engine/breakpoints/breakpoints.h"
 #include "engine/cluster/coordinator.h"
 #include "engine/cluster/node_agent.h"
-#include "engine/data_source.h"
-#include "engine/model.h"
+#include "engine/data/data_source.h"
+#include "engine/models/model.h"
 #include "engine/train_command.h"
 #include "engine/trainer.h"
 

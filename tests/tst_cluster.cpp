@@ -4,7 +4,7 @@
 // estimation; a node killed mid-run (ddp re-forms from the in-memory
 // checkpoint, edp trains on); a late joiner taken in at the re-form;
 // checkpoints on disk and resuming from them.
-#include "engine/breakpoints.h"
+#include "engine/breakpoints/breakpoints.h"
 #include "engine/checkpoint_file.h"
 #include "engine/cluster/coordinator.h"
 #include "engine/cluster/node_agent.h"

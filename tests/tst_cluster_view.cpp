@@ -4,9 +4,9 @@
 // pixels. With SMOL_SAVE_PNG set, saves projector screenshots of both views
 // (4 nodes) to /tmp/cluster_view.png and /tmp/memory_view.png; with
 // SMOL_SAVE_PNG=all, also a gallery /tmp/cluster_view_<case>.png.
-#include "widgets/cluster_view.h"
+#include "widgets/cluster/cluster_view.h"
 #include "widgets/memory_view.h"
-#include "widgets/palette.h"
+#include "widgets/paint/palette.h"
 
 #include <QImage>
 #include <QSignalSpy>

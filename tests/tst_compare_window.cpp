@@ -9,14 +9,14 @@
 // carry B's loss and the memory view B's nodes, and Ctrl+W closes B and
 // then A. A 2-node B keeps A's nodes 2 and 3 as rows with "—" on B's side;
 // a truncated file and a file that is no session are refused in one line.
-#include "app/compare_controller.h"
-#include "app/mainwindow.h"
-#include "app/replay_controller.h"
+#include "app/replay/compare_controller.h"
+#include "app/window/mainwindow.h"
+#include "app/replay/replay_controller.h"
 #include "engine/session/session_reader.h"
 #include "widgets/charts_panel.h"
 #include "widgets/compare_table.h"
 #include "widgets/memory_view.h"
-#include "widgets/timeline_view.h"
+#include "widgets/timeline/timeline_view.h"
 
 #include <QtTest>
 

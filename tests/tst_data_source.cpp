@@ -1,7 +1,7 @@
 // Fashion-MNIST and the character corpus as the strategies see them: shapes,
 // determinism per (seed, step), the rank split, wrap-around at the epoch end,
 // the decompression cache, and errors that say what to do.
-#include "engine/data_source.h"
+#include "engine/data/data_source.h"
 
 #include <QtTest>
 

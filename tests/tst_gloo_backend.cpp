@@ -5,7 +5,7 @@
 // asynchronous server over Gloo's tagged send/recv); --link is refused.
 #include "param_match.h"
 
-#include "engine/gloo_communicator.h"
+#include "engine/gloo/gloo_communicator.h"
 #include "engine/trainer.h"
 #include "net/trace.h"
 

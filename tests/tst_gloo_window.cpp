@@ -5,12 +5,12 @@
 // ours, Pause stops at a collective with every node in the inspector, and
 // the cluster view shows each node's collective bytes (links are unknown).
 // With SMOL_SCREENSHOT_DIR set, saves the window at 1024x768 and 1600x1000.
-#include "app/engine_controller.h"
-#include "app/mainwindow.h"
-#include "widgets/cluster_view.h"
+#include "app/bridge/engine_controller.h"
+#include "app/window/mainwindow.h"
+#include "widgets/cluster/cluster_view.h"
 #include "widgets/tensor_inspector.h"
-#include "widgets/timeline_data.h"
-#include "widgets/timeline_view.h"
+#include "widgets/timeline/timeline_data.h"
+#include "widgets/timeline/timeline_view.h"
 
 #include <QtTest>
 

@@ -7,7 +7,7 @@
 // for (and says so in the join command), local nodes are named after their
 // ids, a failed epoch shows at once (the run fails, the nodes say why, no
 // silent retry), a lost node's re-form is announced, and Stop stops.
-#include "app/engine_controller.h"
+#include "app/bridge/engine_controller.h"
 
 #include <QTcpServer>
 #include <QtTest>

@@ -1,7 +1,7 @@
 // Lesson files (app/lesson.h): the parser's line-and-field errors, the
 // expression language, the rule that a revealed number is measured, value
 // formatting, and the five shipped lessons.
-#include "app/lesson.h"
+#include "app/lessons/lesson.h"
 
 #include <QtTest>
 

@@ -5,11 +5,11 @@
 // presenter keys drive it (Page Down reveals and goes on, Page Up goes back
 // without running again, B blanks the window); a step's focus switches the
 // window's tab; a lesson file with an error is refused in one line.
-#include "app/lesson.h"
-#include "app/lesson_runner.h"
-#include "app/compare_controller.h"
-#include "app/lesson_ui.h"
-#include "app/mainwindow.h"
+#include "app/lessons/lesson.h"
+#include "app/lessons/lesson_runner.h"
+#include "app/replay/compare_controller.h"
+#include "app/window/lesson_ui.h"
+#include "app/window/mainwindow.h"
 #include "widgets/lesson_panel.h"
 
 #include <QtTest>

@@ -15,12 +15,12 @@
 // token that the next start listens with (the same join command), and 64
 // local nodes fit the cluster view of a 1024x768 projector window, apart and
 // in rank order, idle and after a run.
-#include "app/gui_options.h"
-#include "app/mainwindow.h"
-#include "app/replay_controller.h"
-#include "widgets/cluster_view.h"
+#include "app/window/gui_options.h"
+#include "app/window/mainwindow.h"
+#include "app/replay/replay_controller.h"
+#include "widgets/cluster/cluster_view.h"
 #include "widgets/tensor_inspector.h"
-#include "widgets/timeline_view.h"
+#include "widgets/timeline/timeline_view.h"
 
 #include <QtTest>
 

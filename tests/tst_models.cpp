@@ -2,9 +2,9 @@
 // also when threads build models at once), that training on the real data
 // learns (mlp accuracy, gpt loss), gpt's causal mask, and TorchScript loading
 // with its error paths (the file is built from C++: Module::define + save).
-#include "engine/data_source.h"
-#include "engine/gpt_model.h"
-#include "engine/model.h"
+#include "engine/data/data_source.h"
+#include "engine/models/gpt_model.h"
+#include "engine/models/model.h"
 
 #include <QtTest>
 

@@ -3,8 +3,8 @@
 // abs error <= 1e-5) for 2, 3 and 4 stages, GPipe and 1F1B, on gpt and the
 // mlp. Also: each node holds only its stage's parameters, the bubble is
 // measured and reported, and bad settings are refused with a one-line reason.
-#include "engine/data_source.h"
-#include "engine/model.h"
+#include "engine/data/data_source.h"
+#include "engine/models/model.h"
 #include "engine/placement.h"
 #include "engine/trainer.h"
 
@@ -182,7 +182,7 @@ void TestPipeline::holdsOnlyItsStage()
             held[std::size_t(placement.nodeOf(int(l)))] += sizes[l];
         QCOMPARE(held[0] + held[1], s.paramCount);
         for (int r = 0; r < 2; ++r) {
-            const NodeMemory &m = s.memoryPerNode[std::size_t(r)];
+            const smol::net::MemoryByCategory &m = s.memoryPerNode[std::size_t(r)];
             QCOMPARE(m.params, 4 * held[std::size_t(r)]);
             QCOMPARE(m.grads, 4 * held[std::size_t(r)]);
             QCOMPARE(m.optimizer, 8 * held[std::size_t(r)]); // Adam: two moments

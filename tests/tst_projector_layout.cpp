@@ -5,14 +5,14 @@
 // its fixes; text pending in the breakpoint field counts at Start; names
 // follow ranks and are the same in every view; the cluster's header and
 // the inspector give one step number.
-#include "app/engine_controller.h"
-#include "app/mainwindow.h"
-#include "app/replay_controller.h"
-#include "app/run_check.h"
+#include "app/bridge/engine_controller.h"
+#include "app/window/mainwindow.h"
+#include "app/replay/replay_controller.h"
+#include "app/bridge/run_check.h"
 #include "widgets/charts_panel.h"
-#include "widgets/cluster_view.h"
+#include "widgets/cluster/cluster_view.h"
 #include "widgets/tensor_inspector.h"
-#include "widgets/timeline_view.h"
+#include "widgets/timeline/timeline_view.h"
 
 #include <QAbstractScrollArea>
 #include <QAction>

@@ -5,16 +5,16 @@
 // file's loss curve up to the position and its memory; the collective jumps
 // land where ReplaySource lands; playing to the end shows every step once;
 // a seek into the recorded pause shows every node's tensor as recorded.
-#include "app/replay_controller.h"
-#include "app/timeline_feed.h"
+#include "app/replay/replay_controller.h"
+#include "app/feed/timeline_feed.h"
 
-#include "engine/breakpoint_spec.h"
-#include "engine/breakpoints.h"
+#include "engine/breakpoints/breakpoint_spec.h"
+#include "engine/breakpoints/breakpoints.h"
 #include "engine/cluster/config_json.h"
 #include "engine/memory_tracker.h"
 #include "engine/session/session_reader.h"
 #include "engine/session/session_recorder.h"
-#include "engine/tensor_snapshot.h"
+#include "engine/breakpoints/tensor_snapshot.h"
 #include "engine/trainer.h"
 
 #include <QtTest>
@@ -288,10 +288,10 @@ void TestReplayController::seekRebuildsTheViews()
         QCOMPARE(memory.size(), std::size_t(3));
         for (const MemorySample &m : memory) {
             const widgets::NodeState &ns = state->nodes[m.node];
-            QCOMPARE(ns.memory.live, m.live);
-            QCOMPARE(ns.memory.params, m.params);
-            QCOMPARE(ns.memory.grads, m.grads);
-            QCOMPARE(ns.memory.peak, m.peak);
+            QCOMPARE(ns.memory.live, m.memory.live);
+            QCOMPARE(ns.memory.params, m.memory.params);
+            QCOMPARE(ns.memory.grads, m.memory.grads);
+            QCOMPARE(ns.memory.peak, m.memory.peak);
             QCOMPARE(ns.state, widgets::NodeRunState::Running);
         }
         QVERIFY(!state->links.isEmpty()); // the second before a mid-run step saw traffic
@@ -486,11 +486,11 @@ void TestReplayController::recordedPause()
             QVERIFY(m.before);
             QCOMPARE(m.step, std::int64_t(5));
             const widgets::NodeState &ns = state->nodes[m.node];
-            QCOMPARE(ns.memory.params, m.params);
-            QCOMPARE(ns.memory.grads, m.grads);
-            QCOMPARE(ns.memory.activations, m.activations);
-            QCOMPARE(ns.memory.comm, m.comm);
-            QCOMPARE(ns.memory.live, m.live);
+            QCOMPARE(ns.memory.params, m.memory.params);
+            QCOMPARE(ns.memory.grads, m.memory.grads);
+            QCOMPARE(ns.memory.activations, m.memory.activations);
+            QCOMPARE(ns.memory.comm, m.memory.comm);
+            QCOMPARE(ns.memory.live, m.memory.live);
         }
     }
     // Leaving it by a seek ends it.

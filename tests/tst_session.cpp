@@ -59,8 +59,9 @@ auto key(const SpanEvent &e)
 }
 auto key(const MemorySample &e)
 {
-    return std::make_tuple(e.tNs, e.node, e.step, e.params, e.grads, e.optimizer, e.activations, e.comm,
-                           e.live, e.peak);
+    const smol::net::MemoryByCategory &m = e.memory;
+    return std::make_tuple(e.tNs, e.node, e.step, m.params, m.grads, m.optimizer, m.activations, m.comm, m.live,
+                           m.peak);
 }
 auto key(const MetricSample &e)
 {
@@ -205,7 +206,7 @@ SyntheticRun makeRun(int nodes = 3, int steps = 6)
         for (int n = 0; n < nodes; ++n) {
             const std::int64_t p = 1000 * (n + 1);
             run.memory.push_back(
-                {t0 + 9 * kMs + n, n, s, p, p, 2 * p, 500 + s, 64, 4 * p + 564 + s, 5 * p + 600});
+                {t0 + 9 * kMs + n, n, s, {p, p, 2 * p, 500 + s, 64, 4 * p + 564 + s, 5 * p + 600}});
         }
         run.metrics.push_back({t0 + 9 * kMs + 500'000, s, -1, "loss", 2.0 / (s + 1)});
         run.metrics.push_back({t0 + 9 * kMs + 500'000, s, -1, "samples_per_s", 1000.0 + s});
@@ -433,10 +434,10 @@ void writeWithQtSql(const QString &path, const SyntheticRun &run, int version)
                     qlonglong(e.step), int(e.collective), qlonglong(e.seq), qlonglong(e.bytes)});
         for (const MemorySample &m : run.memory) {
             QVariantList v{qlonglong(m.tNs),         m.node,
-                           qlonglong(m.step),        qlonglong(m.params),
-                           qlonglong(m.grads),       qlonglong(m.optimizer),
-                           qlonglong(m.activations), qlonglong(m.comm),
-                           qlonglong(m.live),        qlonglong(m.peak)};
+                           qlonglong(m.step),               qlonglong(m.memory.params),
+                           qlonglong(m.memory.grads),       qlonglong(m.memory.optimizer),
+                           qlonglong(m.memory.activations), qlonglong(m.memory.comm),
+                           qlonglong(m.memory.live),        qlonglong(m.memory.peak)};
             if (version >= 2) {
                 v << int(m.collective) << qlonglong(m.seq) << int(m.before);
                 insert("INSERT INTO memory (t, node, step, params, grads, optimizer, activations, comm, live,"

@@ -100,7 +100,7 @@ Session makeSession()
                 }
             }
             const std::int64_t p = 100 * (n + 1);
-            s.memory.push_back({t0 + 17 * kMs, n, step, p, p, 2 * p, 50, 10, 4 * p + 60, 5 * p});
+            s.memory.push_back({t0 + 17 * kMs, n, step, {p, p, 2 * p, 50, 10, 4 * p + 60, 5 * p}});
         }
         s.metrics.push_back({t0 + 18 * kMs, step, -1, "loss", 1.5 - step});
         s.metrics.push_back({t0 + 18 * kMs, step, 1, "samples_per_s", 300.0 + step});
@@ -127,7 +127,7 @@ Session makeSession()
     s.tensors.push_back(
         {kStart + 9 * kMs + 1, 1, 1, 0, net::CollectiveKind::AllReduce, 1, "bucket 1", true, "{}"});
     // A node missing from the header still gets a named process.
-    s.memory.push_back({kStart + 39 * kMs, 3, 1, 1, 1, 1, 1, 1, 5, 5});
+    s.memory.push_back({kStart + 39 * kMs, 3, 1, {1, 1, 1, 1, 1, 5, 5}});
     s.metrics.push_back({kStart + 39 * kMs, 1, -1, "grad,norm \"l2\"", 0.5});
     s.metrics.push_back(
         {kStart + 39 * kMs + 1, 1, -1, "loss_scale", std::numeric_limits<double>::quiet_NaN()});

@@ -2,7 +2,7 @@
 // ranks as columns, owned fractions of a chunked parameter, replicated and
 // materialised cells, and how setState() notifies views; ShardMapView paints
 // something. SMOL_SAVE_PNG=1 saves the projector-mode view to /tmp/shard_map.png.
-#include "widgets/palette.h"
+#include "widgets/paint/palette.h"
 #include "widgets/shard_map.h"
 
 #include <QAbstractItemModelTester>

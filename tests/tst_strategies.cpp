@@ -8,7 +8,7 @@
 
 #include "engine/memory_tracker.h"
 #include "engine/trainer.h"
-#include "engine/model.h"
+#include "engine/models/model.h"
 #include "net/communicator.h"
 
 #include <QtTest>
@@ -239,21 +239,21 @@ void TestStrategies::memoryShrinksWithSharding()
     const TrainSummary zero3 = run("zero3");
     const std::int64_t P = ddp.paramCount;
     for (int r = 0; r < N; ++r) {
-        const NodeMemory &d = ddp.memoryPerNode[std::size_t(r)];
+        const smol::net::MemoryByCategory &d = ddp.memoryPerNode[std::size_t(r)];
         // The figures are the tensors' nbytes: 4 bytes a float, Adam keeps two moments.
         QCOMPARE(d.params, 4 * P);
         QCOMPARE(d.grads, 4 * P);
         QCOMPARE(d.optimizer, 8 * P);
         QVERIFY(d.live >= d.params + d.grads + d.optimizer);
         QVERIFY(d.peak >= d.live);
-        const NodeMemory &z1 = zero1.memoryPerNode[std::size_t(r)];
+        const smol::net::MemoryByCategory &z1 = zero1.memoryPerNode[std::size_t(r)];
         QVERIFY2(std::abs(double(z1.optimizer) - d.optimizer / double(N)) <= 16, "zero1 optimizer state is not 1/N");
         QCOMPARE(z1.params, 4 * P);
-        const NodeMemory &z2 = zero2.memoryPerNode[std::size_t(r)];
+        const smol::net::MemoryByCategory &z2 = zero2.memoryPerNode[std::size_t(r)];
         QVERIFY2(std::abs(double(z2.grads) - d.grads / double(N)) <= 8, "zero2 gradients are not 1/N");
         QVERIFY(z2.live < d.live);
         // zero3: parameters, gradients and optimizer state all about 1/N of ddp's.
-        const NodeMemory &z3 = zero3.memoryPerNode[std::size_t(r)];
+        const smol::net::MemoryByCategory &z3 = zero3.memoryPerNode[std::size_t(r)];
         const double held = double(z3.params + z3.grads + z3.optimizer);
         const double full = double(d.params + d.grads + d.optimizer);
         QVERIFY2(std::abs(held - full / N) <= 64, qPrintable(QString("zero3 holds %1 of ddp's %2").arg(held).arg(full)));
@@ -290,9 +290,9 @@ void TestStrategies::memorySnapshotsAtCollectives()
     std::map<int, std::int64_t> maxDuringGather;
     for (const MemorySnapshot &m : counter.snapshots) {
         ++perNode[m.node];
-        QVERIFY(m.live > 0 && m.peak >= m.live);
+        QVERIFY(m.memory.live > 0 && m.memory.peak >= m.memory.live);
         if (!m.before && m.kind == smol::net::CollectiveKind::AllGather)
-            maxDuringGather[m.node] = std::max(maxDuringGather[m.node], m.live);
+            maxDuringGather[m.node] = std::max(maxDuringGather[m.node], m.memory.live);
     }
     QCOMPARE(perNode.size(), std::size_t(2));
     for (auto [node, count] : perNode) {

@@ -3,7 +3,7 @@
 // parameters equal single's, for N = 2 and 4, SGD and Adam, inproc and tcp.
 // Also: bytes on the wire in closed form, 1/N of the split layers in memory,
 // the shard map, and the configs it must refuse.
-#include "engine/model.h"
+#include "engine/models/model.h"
 #include "engine/trainer.h"
 
 #include "param_match.h"
@@ -128,7 +128,7 @@ void TestTensorParallel::holdsItsSliceOfTheSplitLayers()
     const TrainSummary s = runTraining(c);
     const std::int64_t P = s.paramCount;
     const std::int64_t held = P - kSplitElements + kSplitElements / nodes; // replicated + 1/N of the split
-    for (const NodeMemory &m : s.memoryPerNode) {
+    for (const smol::net::MemoryByCategory &m : s.memoryPerNode) {
         QCOMPARE(m.params, 4 * held);
         QCOMPARE(m.grads, 4 * held);
         QCOMPARE(m.optimizer, 8 * held); // Adam's two moments

@@ -25,10 +25,10 @@
 //   higher at the gathered instants, also when the teeth are narrower than a
 //   pixel; strips leave lanes too thin for them; samples keep to the budget
 //   and equal a fresh TimelineData's fed only the kept ones.
-#include "widgets/palette.h"
-#include "widgets/timeline_data.h"
-#include "widgets/timeline_renderer.h"
-#include "widgets/timeline_view.h"
+#include "widgets/paint/palette.h"
+#include "widgets/timeline/timeline_data.h"
+#include "widgets/timeline/timeline_renderer.h"
+#include "widgets/timeline/timeline_view.h"
 
 #include <QFontMetricsF>
 #include <QImage>
@@ -192,13 +192,13 @@ TimelineMemorySample memorySample(int node, std::int64_t t, std::int64_t params,
     m.node = node;
     m.tNs = t;
     m.step = 3;
-    m.params = params;
-    m.grads = 1 << 20;
-    m.optimizer = 2 << 20;
-    m.activations = 512 << 10;
-    m.comm = comm;
-    m.live = m.params + m.grads + m.optimizer + m.activations + m.comm;
-    m.peak = m.live + 1000;
+    m.memory.params = params;
+    m.memory.grads = 1 << 20;
+    m.memory.optimizer = 2 << 20;
+    m.memory.activations = 512 << 10;
+    m.memory.comm = comm;
+    m.memory.live = m.memory.params + m.memory.grads + m.memory.optimizer + m.memory.activations + m.memory.comm;
+    m.memory.peak = m.memory.live + 1000;
     m.collective = collective;
     m.seq = 7;
     m.before = before;
@@ -235,7 +235,7 @@ void addSawtooth(TimelineData &d, int nodes, int steps)
                 auto after = memorySample(r, t + kUpNs, kShard + kLayer, 0, 5, false);
                 auto freed = memorySample(r, t + kDownNs, kShard, 0, 4, true);
                 before.seq = after.seq = freed.seq = seq;
-                before.comm = 0;
+                before.memory.comm = 0;
                 d.addMemory(before);
                 d.addMemory(after);
                 d.addMemory(freed);
@@ -922,7 +922,7 @@ private Q_SLOTS:
                     // A sawtooth with noise; the comm values repeat, so totals tie now and then.
                     auto m = memorySample(l, t, kShard + ((i / 7) % 2) * kLayer,
                                           std::int64_t(noise(rng) % 8) * 4096);
-                    m.activations = noise(rng) < 2048 ? 0 : 512 << 10;
+                    m.memory.activations = noise(rng) < 2048 ? 0 : 512 << 10;
                     if (i % 997 == 5) { // held back: added three samples later, out of order
                         late.push_back(m);
                         continue;
@@ -1114,11 +1114,11 @@ private Q_SLOTS:
         QCOMPARE(hit.count, std::size_t(1));
         const StoredMemory &m = d.memory(1)[hit.first];
         QCOMPARE(m.tNs, 3 * kStepNs + kToothEveryNs + kUpNs);
-        QCOMPARE(m.bytes[0], kShard + kLayer);
-        QCOMPARE(m.bytes[1], std::int64_t(1) << 20);
-        QCOMPARE(m.bytes[2], std::int64_t(2) << 20);
-        QCOMPARE(m.bytes[3], std::int64_t(512) << 10);
-        QCOMPARE(m.bytes[4], std::int64_t(0));
+        QCOMPARE(m.memory.params, kShard + kLayer);
+        QCOMPARE(m.memory.grads, std::int64_t(1) << 20);
+        QCOMPARE(m.memory.optimizer, std::int64_t(2) << 20);
+        QCOMPARE(m.memory.activations, std::int64_t(512) << 10);
+        QCOMPARE(m.memory.comm, std::int64_t(0));
         QVERIFY(!m.before);
         const QString text = TimelineRenderer::describe(d, hit);
         for (const QString &part :
@@ -1131,7 +1131,7 @@ private Q_SLOTS:
         const TimelineHit flat =
             r.hitTest(QPointF(a.x(3 * kStepNs + kToothEveryNs + 300'000), strip.bottom() - 2));
         QCOMPARE(int(flat.kind), int(TimelineHit::Kind::Memory));
-        QCOMPARE(d.memory(1)[flat.first].bytes[0], kShard);
+        QCOMPARE(d.memory(1)[flat.first].memory.params, kShard);
         QVERIFY(TimelineRenderer::describe(d, flat).contains(QStringLiteral("before reduce-scatter #")));
         // Above the strip: not memory.
         QVERIFY(r.hitTest(QPointF(a.x(t), strip.top() - 3)).kind != TimelineHit::Kind::Memory);
@@ -1146,7 +1146,7 @@ private Q_SLOTS:
             r.hitTest(QPointF(a.x(2 * kStepNs + 2 * kToothEveryNs + kUpNs), r.memoryRect(0).center().y()));
         QCOMPARE(int(many.kind), int(TimelineHit::Kind::Memory));
         QVERIFY(many.count > 1);
-        QCOMPARE(d.memory(0)[many.first].bytes[0], kShard + kLayer);
+        QCOMPARE(d.memory(0)[many.first].memory.params, kShard + kLayer);
         const QString manyText = TimelineRenderer::describe(d, many);
         QVERIFY2(manyText.contains(QStringLiteral("samples in this pixel")) &&
                      manyText.contains(QStringLiteral("to 7.5 MiB")),

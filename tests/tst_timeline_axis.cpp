@@ -1,7 +1,7 @@
 // The timeline's time <-> pixel maths (widgets/timeline_axis.h), data
 // driven: mapping both ways, zooming about the pointer, showing a range,
 // panning and the clamps that keep the view on the data.
-#include "widgets/timeline_axis.h"
+#include "widgets/timeline/timeline_axis.h"
 
 #include <QTest>
 

@@ -1,6 +1,7 @@
 #include "charts_panel.h"
 
 #include "widgets/metrics_model.h"
+#include "widgets/paint/nice_steps.h"
 #include "widgets/shard_map.h" // rankColor
 
 #include <QChart>
@@ -28,14 +29,6 @@ struct NiceRange {
     double max = 1;
     double step = 0.2;
 };
-
-// 1, 2 or 5 times a power of ten, at least `raw`.
-double niceStep(double raw)
-{
-    const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
-    const double f = raw / magnitude;
-    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * magnitude;
-}
 
 // A range on tick boundaries that contains [lo, hi] with about five ticks;
 // a single value gets a window around it instead of a zero-width axis.
@@ -69,8 +62,7 @@ NiceRange niceRange(double lo, double hi, bool includeZero)
 
 QString labelFormat(double step)
 {
-    const int decimals = step >= 1 ? 0 : int(std::ceil(-std::log10(step) - 1e-9));
-    return QStringLiteral("%.%1f").arg(decimals);
+    return QStringLiteral("%.%1f").arg(stepDecimals(step));
 }
 
 void applyRange(QValueAxis *axis, const NiceRange &r)

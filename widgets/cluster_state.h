@@ -5,6 +5,8 @@
 // views compute nothing but layout. No LibTorch, no engine includes.
 #pragma once
 
+#include "net/memory_by_category.h"
+
 #include <QString>
 #include <QVector>
 
@@ -21,17 +23,6 @@ enum class Topology { Ring, Star, Chain }; // ddp/zero*/tensor: ring; syncps/edp
 enum class NodeRunState { Idle, Running, Paused, Slow, Lost, Failed };
 inline constexpr int kNodeRunStateCount = 6;
 
-// Bytes by category, as the engine's memory accounting reports them.
-struct MemoryBytes {
-    std::int64_t params = 0;
-    std::int64_t grads = 0;
-    std::int64_t optimizer = 0;
-    std::int64_t activations = 0;
-    std::int64_t comm = 0;
-    std::int64_t live = 0; // all of the above and anything else the node allocated
-    std::int64_t peak = 0; // highest live so far
-};
-
 struct NodeState {
     int id = -1;   // stable across runs (join order)
     int rank = -1; // in the current run; -1 when not in it
@@ -40,7 +31,7 @@ struct NodeState {
     QString role;  // "worker", "server", "stage 2", ...
     NodeRunState state = NodeRunState::Idle;
     double slowdown = 1;     // emulated compute slowdown (1 = none)
-    MemoryBytes memory;
+    net::MemoryByCategory memory; // as the engine's memory accounting reports it
     // What the ZeRO formulas predict for this node's params+grads+optimizer
     // under the chosen strategy (bytes); empty when no formula applies.
     std::optional<std::int64_t> predictedBytes;

@@ -1,8 +1,24 @@
 #include "compare_table.h"
 
+#include "widgets/column_title.h"
+
 #include <QFont>
 
 namespace smol::widgets {
+
+namespace {
+
+#define CONTEXT "smol::widgets::CompareTableModel"
+// By CompareTableModel::Columns, as `smolctl compare` heads them.
+const ColumnTitle kColumns[CompareTableModel::NUM_COLUMNS] = {
+    {QT_TRANSLATE_NOOP(CONTEXT, "figure")},
+    {QT_TRANSLATE_NOOP(CONTEXT, "A")},
+    {QT_TRANSLATE_NOOP(CONTEXT, "B")},
+    {QT_TRANSLATE_NOOP(CONTEXT, "B/A")},
+};
+#undef CONTEXT
+
+} // namespace
 
 CompareTableModel::CompareTableModel(QObject *parent)
     : QAbstractTableModel(parent)
@@ -75,20 +91,7 @@ QVariant CompareTableModel::data(const QModelIndex &index, int role) const
 
 QVariant CompareTableModel::headerData(int section, Qt::Orientation orientation, int role) const
 {
-    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
-        return {};
-    switch (section) {
-    case Figure:
-        return tr("figure");
-    case A:
-        return tr("A");
-    case B:
-        return tr("B");
-    case Ratio:
-        return tr("B/A");
-    default:
-        return {};
-    }
+    return columnHeader(kColumns, staticMetaObject.className(), section, orientation, role);
 }
 
 } // namespace smol::widgets

@@ -1,5 +1,5 @@
 #include "widgets/lesson_panel.h"
-#include "widgets/palette.h"
+#include "widgets/paint/palette.h"
 
 #include <QApplication>
 #include <QHBoxLayout>

@@ -1,6 +1,7 @@
 #include "memory_model.h"
 
-#include "palette.h"
+#include "widgets/column_title.h"
+#include "widgets/paint/palette.h"
 
 #include <QLocale>
 
@@ -11,32 +12,40 @@ namespace smol::widgets {
 
 namespace {
 
+#define CONTEXT "smol::widgets::MemoryModel"
+// By MemoryModel::Columns.
+const ColumnTitle kColumns[MemoryModel::NUM_COLUMNS] = {
+    {QT_TRANSLATE_NOOP(CONTEXT, "Node")},
+    {QT_TRANSLATE_NOOP(CONTEXT, "Params")},
+    {QT_TRANSLATE_NOOP(CONTEXT, "Grads")},
+    {QT_TRANSLATE_NOOP(CONTEXT, "Optimizer")},
+    {QT_TRANSLATE_NOOP(CONTEXT, "Activations"),
+     QT_TRANSLATE_NOOP(CONTEXT, "Everything else the node allocated: live minus the other categories")},
+    {QT_TRANSLATE_NOOP(CONTEXT, "Comm"),
+     QT_TRANSLATE_NOOP(CONTEXT, "Buffers the collectives send from and receive into")},
+    {QT_TRANSLATE_NOOP(CONTEXT, "Live"),
+     QT_TRANSLATE_NOOP(CONTEXT, "Bytes the node holds right now, as its allocator counted them")},
+    {QT_TRANSLATE_NOOP(CONTEXT, "Peak"), QT_TRANSLATE_NOOP(CONTEXT, "The most the node has held at once")},
+    {QT_TRANSLATE_NOOP(CONTEXT, "ZeRO formula"),
+     QT_TRANSLATE_NOOP(CONTEXT,
+                       "What the ZeRO formula predicts for params + grads + optimizer under this strategy")},
+};
+#undef CONTEXT
+
+// The category columns are the memory's categories in stacking order.
+static_assert(MemoryModel::Comm - MemoryModel::Params + 1 == net::MemoryByCategory::kCategories);
+
 std::optional<std::int64_t> bytesIn(const NodeState &node, int column)
 {
-    switch (column) {
-    case MemoryModel::Params:
-        return node.memory.params;
-    case MemoryModel::Grads:
-        return node.memory.grads;
-    case MemoryModel::Optimizer:
-        return node.memory.optimizer;
-    case MemoryModel::Activations:
-        return node.memory.activations;
-    case MemoryModel::Comm:
-        return node.memory.comm;
-    case MemoryModel::Live:
+    if (column >= MemoryModel::Params && column <= MemoryModel::Comm)
+        return node.memory.category(column - MemoryModel::Params);
+    if (column == MemoryModel::Live)
         return node.memory.live;
-    case MemoryModel::Peak:
+    if (column == MemoryModel::Peak)
         return node.memory.peak;
-    case MemoryModel::Predicted:
+    if (column == MemoryModel::Predicted)
         return node.predictedBytes;
-    }
     return std::nullopt;
-}
-
-QString nodeName(const NodeState &node)
-{
-    return displayName(node);
 }
 
 } // namespace
@@ -108,7 +117,7 @@ QVariant MemoryModel::data(const QModelIndex &index, int role) const
     switch (role) {
     case Qt::DisplayRole:
         if (column == Node)
-            return nodeName(node);
+            return displayName(node);
         return bytes ? bytesText(*bytes) : QString();
     case SortRole:
         if (column == Node)
@@ -128,46 +137,7 @@ QVariant MemoryModel::data(const QModelIndex &index, int role) const
 
 QVariant MemoryModel::headerData(int section, Qt::Orientation orientation, int role) const
 {
-    if (orientation != Qt::Horizontal)
-        return {};
-    if (role == Qt::ToolTipRole) {
-        switch (section) {
-        case Activations:
-            return tr("Everything else the node allocated: live minus the other categories");
-        case Comm:
-            return tr("Buffers the collectives send from and receive into");
-        case Live:
-            return tr("Bytes the node holds right now, as its allocator counted them");
-        case Peak:
-            return tr("The most the node has held at once");
-        case Predicted:
-            return tr("What the ZeRO formula predicts for params + grads + optimizer under this strategy");
-        }
-        return {};
-    }
-    if (role != Qt::DisplayRole)
-        return {};
-    switch (section) {
-    case Node:
-        return tr("Node");
-    case Params:
-        return tr("Params");
-    case Grads:
-        return tr("Grads");
-    case Optimizer:
-        return tr("Optimizer");
-    case Activations:
-        return tr("Activations");
-    case Comm:
-        return tr("Comm");
-    case Live:
-        return tr("Live");
-    case Peak:
-        return tr("Peak");
-    case Predicted:
-        return tr("ZeRO formula");
-    }
-    return {};
+    return columnHeader(kColumns, staticMetaObject.className(), section, orientation, role);
 }
 
 } // namespace smol::widgets

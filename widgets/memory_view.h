@@ -10,6 +10,7 @@
 
 #include "widgets/cluster_state.h"
 
+#include <QFont>
 #include <QRectF>
 #include <QSize>
 #include <QVector>
@@ -52,18 +53,37 @@ protected:
     bool event(QEvent *event) override; // tooltips
 
 private:
+    struct Fonts {
+        QFont plain, bold, small;
+    };
     struct Geometry {
-        double font = 12;
+        double font = 12;            // pixels
+        Fonts fonts;                 // at that size
         QVector<QRectF> legendItems; // swatch + label, one per legend entry
         QRectF plot;                 // the bars' area; y = 0 at plot.bottom()
         QVector<int> order;          // indices into state->nodes, by id
         double slot = 0;             // width per node
         QVector<double> ticks;       // MiB
+        int decimals = 0;            // what the tick labels need
         bool hasPredicted = false;
+        // Widths in a slot's group, left to right: the stack, the compared
+        // run's stack ("B", 0 without one), the hollow prediction (0 without).
+        double barWidth = 0;
+        double compareGap = 0, compareWidth = 0;
+        double predictedGap = 0, predictedWidth = 0;
+        double groupWidth = 0;
+
+        double y(double bytes) const; // on the plot
     };
     Geometry geometry() const;
     QVector<QString> legendLabels(bool withPredicted) const;
+    // The paint phases, in painting order; the bar ones for one slot.
     void paintLegend(QPainter &p, const Geometry &g, const Palette &pal) const;
+    void paintAxis(QPainter &p, const Geometry &g, const Palette &pal) const;
+    void paintStack(QPainter &p, const Geometry &g, const Palette &pal, int slot) const;
+    void paintPrediction(QPainter &p, const Geometry &g, const Palette &pal, int slot) const;
+    void paintComparison(QPainter &p, const Geometry &g, const Palette &pal, int slot) const;
+    void paintNodeLabels(QPainter &p, const Geometry &g, const Palette &pal, int slot) const;
 
     ClusterStatePtr m_state;
     ClusterStatePtr m_compare;

@@ -1,10 +1,26 @@
 #include "metrics_model.h"
 
+#include "widgets/column_title.h"
+
 #include <QLocale>
 
 #include <cmath>
 
 namespace smol::widgets {
+
+namespace {
+
+#define CONTEXT "smol::widgets::MetricsModel"
+// By MetricsModel::Columns; the node columns after them are numbered.
+const ColumnTitle kColumns[MetricsModel::NUM_COLUMNS] = {
+    {QT_TRANSLATE_NOOP(CONTEXT, "Step")},
+    {QT_TRANSLATE_NOOP(CONTEXT, "Seconds"), QT_TRANSLATE_NOOP(CONTEXT, "Seconds since the run started")},
+    {QT_TRANSLATE_NOOP(CONTEXT, "Loss")},
+    {QT_TRANSLATE_NOOP(CONTEXT, "Samples/s")},
+};
+#undef CONTEXT
+
+} // namespace
 
 MetricsModel::MetricsModel(QObject *parent)
     : QAbstractTableModel(parent)
@@ -95,28 +111,16 @@ QVariant MetricsModel::data(const QModelIndex &index, int role) const
 
 QVariant MetricsModel::headerData(int section, Qt::Orientation orientation, int role) const
 {
-    if (orientation != Qt::Horizontal || section < 0 || section >= columnCount())
+    if (section < NUM_COLUMNS)
+        return columnHeader(kColumns, staticMetaObject.className(), section, orientation, role);
+    if (orientation != Qt::Horizontal || section >= columnCount())
         return {};
-    if (role == Qt::ToolTipRole) {
-        if (section >= NUM_COLUMNS)
-            return tr("Bytes rank %1 sent per second, from its trace events").arg(section - NUM_COLUMNS);
-        if (section == Seconds)
-            return tr("Seconds since the run started");
-        return {};
-    }
-    if (role != Qt::DisplayRole)
-        return {};
-    switch (section) {
-    case Step:
-        return tr("Step");
-    case Seconds:
-        return tr("Seconds");
-    case Loss:
-        return tr("Loss");
-    case SamplesPerSecond:
-        return tr("Samples/s");
-    }
-    return tr("node %1 B/s").arg(section - NUM_COLUMNS);
+    const int rank = section - NUM_COLUMNS;
+    if (role == Qt::ToolTipRole)
+        return tr("Bytes rank %1 sent per second, from its trace events").arg(rank);
+    if (role == Qt::DisplayRole)
+        return tr("node %1 B/s").arg(rank);
+    return {};
 }
 
 } // namespace smol::widgets

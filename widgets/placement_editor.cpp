@@ -1,5 +1,6 @@
 #include "placement_editor.h"
 
+#include "widgets/paint/pixel_font.h"
 #include "widgets/shard_map.h" // rankColor
 
 #include <QLabel>
@@ -216,10 +217,7 @@ void PlacementEditor::setProjectorMode(bool on)
 
 QFont PlacementEditor::viewFont() const
 {
-    QFont f = font();
-    if (m_projector)
-        f.setPointSizeF(std::max(18.0, f.pointSizeF() * 1.8));
-    return f;
+    return projectorFont(font(), m_projector);
 }
 
 PlacementEditor::Geometry PlacementEditor::geometry() const

@@ -1,6 +1,7 @@
 #include "shard_map.h"
 
-#include "palette.h"
+#include "widgets/paint/palette.h"
+#include "widgets/paint/pixel_font.h"
 
 #include <QHash>
 #include <QLocale>
@@ -225,10 +226,7 @@ void ShardMapView::setProjectorMode(bool on)
 
 QFont ShardMapView::viewFont() const
 {
-    QFont f = font();
-    if (m_projector)
-        f.setPointSizeF(std::max(18.0, f.pointSizeF() * 1.8));
-    return f;
+    return projectorFont(font(), m_projector);
 }
 
 ShardMapView::Geometry ShardMapView::geometry() const

@@ -171,4 +171,28 @@ SessionHeader sessionHeaderFor(const TrainConfig &c, const std::string &host)
     return h;
 }
 
+QJsonObject memoryToJson(const net::MemoryByCategory &m)
+{
+    return QJsonObject{{"params", double(m.params)},
+                       {"grads", double(m.grads)},
+                       {"optimizer", double(m.optimizer)},
+                       {"activations", double(m.activations)},
+                       {"comm", double(m.comm)},
+                       {"live", double(m.live)},
+                       {"peak", double(m.peak)}};
+}
+
+net::MemoryByCategory memoryFromJson(const QJsonObject &o)
+{
+    net::MemoryByCategory m;
+    m.params = std::int64_t(o.value(QStringLiteral("params")).toDouble());
+    m.grads = std::int64_t(o.value(QStringLiteral("grads")).toDouble());
+    m.optimizer = std::int64_t(o.value(QStringLiteral("optimizer")).toDouble());
+    m.activations = std::int64_t(o.value(QStringLiteral("activations")).toDouble());
+    m.comm = std::int64_t(o.value(QStringLiteral("comm")).toDouble());
+    m.live = std::int64_t(o.value(QStringLiteral("live")).toDouble());
+    m.peak = std::int64_t(o.value(QStringLiteral("peak")).toDouble());
+    return m;
+}
+
 } // namespace smol::engine

@@ -7,13 +7,30 @@
 #include "engine/session/session_events.h"
 #include "engine/trainer.h"
 
+#include <QJsonArray>
 #include <QJsonObject>
 
+#include <vector>
+
 namespace smol::engine {
+
+// Integers (counts, bytes, ranks) as a JSON array of numbers.
+template <typename Int> QJsonArray jsonNumbers(const std::vector<Int> &values)
+{
+    QJsonArray a;
+    for (Int v : values)
+        a.append(double(v));
+    return a;
+}
 
 QJsonObject configToJson(const TrainConfig &config);
 // Throws std::invalid_argument naming the first bad field.
 TrainConfig configFromJson(const QJsonObject &json);
+
+// A node's memory by category as JSON numbers, as a node's `step` and `done`
+// messages and `smolctl train --json` carry it; and back (missing fields: 0).
+QJsonObject memoryToJson(const net::MemoryByCategory &memory);
+net::MemoryByCategory memoryFromJson(const QJsonObject &json);
 
 // A rank's role under a strategy: "server" (rank 0) and "worker" for syncps
 // and edp, "stage R" for pipeline, "shard R" for tensor, else "worker".

@@ -1,40 +1,15 @@
+// The coordinator's public calls (coordinator.h), and what every one of its
+// threads uses: send (a failed send loses the node), log, the event queue
+// run() waits on, and which address a node is reached at. The threads
+// themselves live beside it (coordinator_private.h lists them).
 #include "coordinator.h"
 #include "coordinator_private.h"
 
-#include "config_json.h"
-#include "state_blob.h"
-#include "telemetry.h"
-
-#include "engine/breakpoints.h"
-#include "engine/checkpoint_file.h"
-#include "engine/session/session_events.h"
-#include "engine/model.h"
-#include "engine/strategy.h"
-#include "net/clock_sync.h"
-#include "net/control_channel.h"
-#include "net/errors.h"
 #include "net/socket_util.h"
 
-#include <QJsonArray>
-#include <QJsonDocument>
-
 #include <algorithm>
-#include <cmath>
-#include <condition_variable>
-#include <cstring>
-#include <deque>
-#include <map>
-#include <mutex>
-#include <numeric>
-#include <poll.h>
-#include <set>
-#include <sys/socket.h>
-#include <thread>
-#include <unistd.h>
-
 
 namespace smol::engine {
-
 
 const char *clusterNodeStateName(ClusterNode::State state)
 {
@@ -161,6 +136,76 @@ void Coordinator::shutdownNodes()
     }
     for (int id : ids)
         d->send(id, QJsonObject{{"type", "shutdown"}});
+}
+
+void Coordinator::Private::log(const std::string &text)
+{
+    std::function<void(const std::string &)> sink;
+    SessionEventSink *events = nullptr;
+    {
+        std::lock_guard lock(mutex);
+        sink = logSink;
+        events = eventSink;
+    }
+    if (sink)
+        sink(text);
+    if (events)
+        events->onLog(LogLine{net::monotonicNs(), -1, text});
+}
+
+bool Coordinator::Private::send(int id, const QJsonObject &json, const QByteArray &blob)
+{
+    Conn &c = conn(id);
+    try {
+        c.channel->send(json, blob);
+        return true;
+    } catch (const std::exception &e) {
+        markLost(c, std::string("control connection failed: ") + e.what());
+        return false;
+    }
+}
+
+// The next event, or nullopt at the deadline.
+std::optional<coord::Event> Coordinator::Private::nextEvent(Clock::time_point deadline)
+{
+    std::unique_lock lock(mutex);
+    if (!changed.wait_until(lock, deadline, [&] { return !events.empty(); }))
+        return std::nullopt;
+    Event e = std::move(events.front());
+    events.pop_front();
+    return e;
+}
+
+// The data-plane address `recipient` dials to reach `peer` (under
+// mutex). docs/runtime.md, "Which address a node advertises":
+//   1. the address the peer advertised (--advertise), if any;
+//   2. a peer on this machine (it joined over loopback, like the
+//      window's own nodes) is reached where the recipient reaches this
+//      coordinator, when the recipient is on another machine;
+//   3. otherwise the address the peer connected from.
+std::string Coordinator::Private::dataAddressFor(const Conn &peer, const Conn &recipient) const
+{
+    if (!peer.info.advertise.empty())
+        return peer.info.advertise;
+    if (net::sock::isLoopbackHost(peer.info.host) && !net::sock::isLoopbackHost(recipient.info.host))
+        return recipient.coordinatorAddress;
+    return peer.info.host;
+}
+
+// `--backend gloo`: the address `node`'s Gloo device binds to (under
+// mutex), the one its peers among `members` reach it at: what it
+// advertised; a node on this machine (joined over loopback) with peers
+// on other machines binds where those reach this coordinator; otherwise
+// the address it reached the coordinator from. Never all interfaces.
+std::string Coordinator::Private::glooBindAddressFor(const Conn &node, const std::vector<int> &members) const
+{
+    if (!node.info.advertise.empty())
+        return node.info.advertise;
+    if (net::sock::isLoopbackHost(node.info.host))
+        for (int id : members)
+            if (!net::sock::isLoopbackHost(conns[std::size_t(id)]->info.host))
+                return conns[std::size_t(id)]->coordinatorAddress;
+    return node.info.host;
 }
 
 } // namespace smol::engine

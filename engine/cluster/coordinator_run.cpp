@@ -31,7 +31,7 @@
 #include "state_blob.h"
 
 #include "engine/checkpoint_file.h"
-#include "engine/model.h"
+#include "engine/models/model.h"
 #include "engine/strategy.h"
 
 #include <QJsonDocument>
@@ -61,77 +61,27 @@ std::int64_t paramCountOf(const ModelConfig &model)
     return n;
 }
 
-// Steps as the nodes report them; a step is complete when every rank of
-// the epoch that ran it reported (asynchronous runs: when rank 0 did).
-class StepAggregator {
-public:
-    StepAggregator(std::int64_t steps, std::int64_t samplesPerStep, bool leaderPaced, TrainObserver *observer)
-        : m_curve(std::size_t(steps), std::nan("")), m_samplesPerStep(samplesPerStep), m_leaderPaced(leaderPaced),
-          m_observer(observer), m_start(Clock::now()) {}
-
-    // `lossRows`: by rank, the rows each reported loss is the mean over
-    // (lossRows() in strategy.h); empty: a plain mean.
-    void beginEpoch(int world, std::int64_t firstStep, std::vector<std::int64_t> lossRows)
-    {
-        m_world = world;
-        m_lossRows = std::move(lossRows);
-        m_pending.clear();
-        m_latest.assign(std::size_t(world), NodeMemory{});
-        m_firstStep = firstStep;
-        for (std::size_t k = std::size_t(firstStep); k < m_curve.size(); ++k)
-            m_curve[k] = std::nan("");
+// A checkpoint's parameters, and Adam's moments when it holds both.
+TrainingState stateFromCheckpoint(const Checkpoint &ck)
+{
+    const std::int64_t n = std::int64_t(ck.params.size());
+    TrainingState s;
+    s.params = floatsFrom(reinterpret_cast<const char *>(ck.params.data()), n);
+    if (ck.optimizerState.size() == 2 * ck.params.size()) {
+        const char *moments = reinterpret_cast<const char *>(ck.optimizerState.data());
+        s.moments.exp = floatsFrom(moments, n);
+        s.moments.expSq = floatsFrom(moments + 4 * n, n);
     }
+    return s;
+}
 
-    void report(int rank, std::int64_t step, double loss, const NodeMemory &mem)
-    {
-        if (rank < 0 || rank >= m_world || step < 0 || step >= std::int64_t(m_curve.size()))
-            return;
-        m_latest[std::size_t(rank)] = mem;
-        m_lastMemory = m_latest;
-        if (m_leaderPaced && rank != 0)
-            return;
-        Pending &p = m_pending[step];
-        if (p.memory.empty())
-            p.memory.assign(std::size_t(m_world), NodeMemory{});
-        p.memory[std::size_t(rank)] = mem;
-        if (!std::isnan(loss))
-            p.losses.emplace_back(rank, loss);
-        if (!m_leaderPaced && ++p.count < m_world)
-            return;
-        StepReport r;
-        r.step = step;
-        r.loss = stepLoss(p.losses, m_lossRows);
-        r.seconds = std::chrono::duration<double>(Clock::now() - m_start).count();
-        r.samplesPerS = r.seconds > 0 ? double((step + 1 - m_resumedAt) * m_samplesPerStep) / r.seconds : 0;
-        r.memory = m_leaderPaced ? m_latest : p.memory;
-        m_curve[std::size_t(step)] = r.loss;
-        m_pending.erase(step);
-        if (m_observer)
-            m_observer->onStep(r);
-    }
-    void setResumedAt(std::int64_t step) { m_resumedAt = step; }
-    const std::vector<double> &curve() const { return m_curve; }
-    const std::vector<NodeMemory> &lastMemory() const { return m_lastMemory; }
-
-private:
-    struct Pending {
-        int count = 0;
-        std::vector<std::pair<int, double>> losses; // (rank, loss)
-        std::vector<NodeMemory> memory;
-    };
-    std::vector<std::int64_t> m_lossRows;
-    std::vector<double> m_curve;
-    std::int64_t m_samplesPerStep;
-    bool m_leaderPaced;
-    TrainObserver *m_observer;
-    Clock::time_point m_start;
-    int m_world = 0;
-    std::int64_t m_firstStep = 0;
-    std::int64_t m_resumedAt = 0;
-    std::map<std::int64_t, Pending> m_pending;
-    std::vector<NodeMemory> m_latest;
-    std::vector<NodeMemory> m_lastMemory;
-};
+std::vector<std::int64_t> intVector(const QJsonValue &v)
+{
+    std::vector<std::int64_t> out;
+    for (const QJsonValue &x : v.toArray())
+        out.push_back(std::int64_t(x.toDouble()));
+    return out;
+}
 
 } // namespace
 
@@ -223,12 +173,7 @@ private:
             throw std::invalid_argument("checkpoint is at step " + std::to_string(ck.stepsDone) +
                                         ", not before --steps " + std::to_string(m_config.steps));
         m_startStep = ck.stepsDone;
-        m_start.params = floatsFrom(reinterpret_cast<const char *>(ck.params.data()), std::int64_t(ck.params.size()));
-        if (ck.optimizerState.size() == 2 * ck.params.size()) {
-            const char *moments = reinterpret_cast<const char *>(ck.optimizerState.data());
-            m_start.moments.exp = floatsFrom(moments, m_paramCount);
-            m_start.moments.expSq = floatsFrom(moments + 4 * m_paramCount, m_paramCount);
-        }
+        m_start = stateFromCheckpoint(ck);
         d.log("resuming from " + checkpointPath(m_options.resumeDir).toStdString() + " at step " +
               std::to_string(m_startStep));
     }
@@ -422,7 +367,7 @@ private:
             return;
         const std::int64_t k = std::int64_t(step.toDouble());
         const double loss = m.json.value(QStringLiteral("loss")).toDouble(std::nan(""));
-        const NodeMemory mem = memoryFromJson(m.json.value(QStringLiteral("memory")).toObject());
+        const net::MemoryByCategory mem = memoryFromJson(m.json.value(QStringLiteral("memory")).toObject());
         if (m_events) {
             std::int64_t offset = 0;
             {
@@ -654,13 +599,7 @@ private:
             if (ck.stepsDone <= m_startStep || std::int64_t(ck.params.size()) != m_paramCount)
                 return;
             m_startStep = ck.stepsDone;
-            m_start = TrainingState{};
-            m_start.params = floatsFrom(reinterpret_cast<const char *>(ck.params.data()), m_paramCount);
-            if (ck.optimizerState.size() == 2 * ck.params.size()) {
-                const char *moments = reinterpret_cast<const char *>(ck.optimizerState.data());
-                m_start.moments.exp = floatsFrom(moments, m_paramCount);
-                m_start.moments.expSq = floatsFrom(moments + 4 * m_paramCount, m_paramCount);
-            }
+            m_start = stateFromCheckpoint(ck);
         } catch (const std::exception &e) {
             d.log(std::string("no checkpoint to resume from on disk: ") + e.what());
         }
@@ -675,18 +614,10 @@ private:
     TrainSummary finish()
     {
         const Epoch &e = m_epoch;
-        TrainSummary s;
-        s.strategy = m_config.strategy;
-        s.nodes = e.world;
-        s.steps = m_config.steps;
-        s.lossCurve = m_board->curve();
-        s.finalLoss = s.lossCurve.empty() ? std::nan("") : s.lossCurve.back();
+        TrainSummary s = TrainSummary::of(m_config.strategy, e.world, m_config.steps, m_board->curve());
         if (!e.finalParams.defined() || e.finalParams.numel() != m_paramCount)
             throw std::runtime_error("rank 0 finished without sending its parameters");
-        s.finalParams = e.finalParams;
-        s.paramCount = e.finalParams.numel();
-        s.paramChecksum = e.finalParams.to(torch::kFloat64).sum().item<double>();
-        s.paramL2 = e.finalParams.to(torch::kFloat64).norm().item<double>();
+        s.setFinalParams(e.finalParams);
         s.seconds = std::chrono::duration<double>(Clock::now() - m_runStart).count();
         const std::int64_t samples = (m_config.steps - m_resumedAt) * m_kind->samplesPerStep(m_config.globalBatch, e.world);
         s.samplesPerS = s.seconds > 0 ? double(samples) / s.seconds : 0;

@@ -181,25 +181,25 @@ bool ReplaySource::seekToStep(std::int64_t step)
 
 bool ReplaySource::nextCollective()
 {
-    std::lock_guard<std::mutex> lock(m_mutex);
-    // Landing at s - 1 for a collective starting at s, so "after" is > p + 1.
-    const std::int64_t p = m_position;
-    const std::int64_t after = p < std::numeric_limits<std::int64_t>::max() ? p + 1 : p;
-    const auto it = std::upper_bound(m_collectiveStarts.begin(), m_collectiveStarts.end(), after);
-    if (it == m_collectiveStarts.end())
-        return false;
-    seekLocked(*it - 1);
-    return true;
+    return seekToCollective(true);
 }
 
 bool ReplaySource::previousCollective()
 {
+    return seekToCollective(false);
+}
+
+bool ReplaySource::seekToCollective(bool next)
+{
     std::lock_guard<std::mutex> lock(m_mutex);
+    // A seek lands at s - 1 for a collective starting at s: the next one
+    // starts after p + 1, the previous one at or before p.
     const std::int64_t p = m_position;
-    auto it = std::upper_bound(m_collectiveStarts.begin(), m_collectiveStarts.end(), p);
-    if (it == m_collectiveStarts.begin())
+    const std::int64_t after = next && p < std::numeric_limits<std::int64_t>::max() ? p + 1 : p;
+    const auto it = std::upper_bound(m_collectiveStarts.begin(), m_collectiveStarts.end(), after);
+    if (next ? it == m_collectiveStarts.end() : it == m_collectiveStarts.begin())
         return false;
-    seekLocked(*std::prev(it) - 1);
+    seekLocked((next ? *it : *std::prev(it)) - 1);
     return true;
 }
 

@@ -76,6 +76,7 @@ public:
 
 private:
     void seekLocked(std::int64_t tNs);
+    bool seekToCollective(bool next); // nextCollective() / previousCollective()
     std::size_t emitInOrder(const SessionEvents &events);
     void playbackLoop();
 

@@ -6,6 +6,8 @@
 
 #include "session_reader.h"
 
+#include "engine/strategies/strategy_registry.h"
+
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -155,30 +157,22 @@ std::optional<double> ratioOf(std::optional<double> a, std::optional<double> b)
     return *b / *a;
 }
 
-} // namespace
+// ---- measureRun's steps ------------------------------------------------------
 
-std::optional<double> ComparedFigure::ratio() const
+std::set<int> headerRanks(const SessionHeader &header)
 {
-    return ratioOf(a, b);
-}
-
-RunFigures measureRun(const SessionHeader &header, const SessionEvents &events)
-{
-    RunFigures r;
-    r.strategy = header.strategy;
-    r.model = header.model;
-    r.nodes = header.nodes;
-    r.stepsPlanned = header.steps;
-    r.config = flatConfig(header);
-
     std::set<int> ranks;
     for (int i = 0; i < header.nodes; ++i)
         ranks.insert(i);
     for (const SessionNode &n : header.nodeList)
         ranks.insert(n.rank);
+    return ranks;
+}
 
+std::map<int, NodeSpans> collectSpans(const SessionEvents &events, std::set<int> &ranks,
+                                      std::map<std::int64_t, Interval> &stepExtent)
+{
     std::map<int, NodeSpans> spans;
-    std::map<std::int64_t, Interval> stepExtent; // step number -> [earliest start, latest end] over nodes
     for (const SpanEvent &e : events.spans) {
         if (e.node < 0)
             continue;
@@ -191,8 +185,7 @@ RunFigures measureRun(const SessionHeader &header, const SessionEvents &events)
             if (e.step >= 0) {
                 auto [it, fresh] = stepExtent.emplace(e.step, Interval{e.startNs, e.endNs});
                 if (!fresh)
-                    it->second = {std::min(it->second.first, e.startNs),
-                                  std::max(it->second.second, e.endNs)};
+                    it->second = {std::min(it->second.first, e.startNs), std::max(it->second.second, e.endNs)};
             }
         } else if (isCompute(e.kind)) {
             s.compute.push_back({e.startNs, e.endNs});
@@ -210,13 +203,19 @@ RunFigures measureRun(const SessionHeader &header, const SessionEvents &events)
         s.compute = merged(s.compute);
         s.waits = merged(s.waits);
     }
+    return spans;
+}
 
+// Steps: the distinct step numbers of the step spans (of the metrics when a
+// run recorded no spans); their times, each step's extent over the nodes.
+void measureSteps(const std::map<std::int64_t, Interval> &stepExtent, const SessionEvents &events, RunFigures &r)
+{
     std::vector<double> stepTimes;
-    for (const auto &[step, extent] : stepExtent)
-        stepTimes.push_back(double(extent.second - extent.first) / 1e9);
     std::set<std::int64_t> stepNumbers;
-    for (const auto &[step, extent] : stepExtent)
+    for (const auto &[step, extent] : stepExtent) {
+        stepTimes.push_back(double(extent.second - extent.first) / 1e9);
         stepNumbers.insert(step);
+    }
     if (stepNumbers.empty())
         for (const MetricSample &m : events.metrics)
             if (m.step >= 0)
@@ -224,8 +223,13 @@ RunFigures measureRun(const SessionHeader &header, const SessionEvents &events)
     r.steps = double(stepNumbers.size());
     r.stepTimeMedianS = median(stepTimes);
     r.stepTimeP95S = p95(stepTimes);
+}
 
-    // Bytes: every send frame, and those that start inside the sender's steps.
+// Bytes: every send frame, and those that start inside the sender's steps;
+// with them, each node's idle share.
+void measureBytes(const SessionEvents &events, const std::map<int, NodeSpans> &spans, std::set<int> &ranks,
+                  RunFigures &r)
+{
     std::map<int, std::uint64_t> sent, sentInSteps;
     for (const net::FrameEvent &f : events.frames) {
         if (f.side != net::FrameEvent::Side::Send || f.src < 0)
@@ -236,7 +240,6 @@ RunFigures measureRun(const SessionHeader &header, const SessionEvents &events)
         if (s != spans.end() && contains(s->second.steps, f.sendStartNs))
             sentInSteps[f.src] += f.bytes;
     }
-
     for (int rank : ranks) {
         NodeFigures &n = r.byNode[rank];
         n.bytesSent = double(sent[rank]);
@@ -248,36 +251,43 @@ RunFigures measureRun(const SessionHeader &header, const SessionEvents &events)
             n.bytesSentPerStep = double(sent[rank]) / *r.steps;
         }
     }
+}
 
+void measureMemory(const SessionEvents &events, RunFigures &r)
+{
     for (const MemorySample &m : events.memory) {
         if (m.node < 0)
             continue;
         NodeFigures &n = r.byNode[m.node];
         auto raise = [](std::optional<double> &to, double v) { to = to ? std::max(*to, v) : v; };
-        raise(n.params, double(m.params));
-        raise(n.grads, double(m.grads));
-        raise(n.optimizer, double(m.optimizer));
-        raise(n.activations, double(m.activations));
-        raise(n.comm, double(m.comm));
-        raise(n.peak, double(m.peak));
+        raise(n.params, double(m.memory.params));
+        raise(n.grads, double(m.memory.grads));
+        raise(n.optimizer, double(m.memory.optimizer));
+        raise(n.activations, double(m.memory.activations));
+        raise(n.comm, double(m.memory.comm));
+        raise(n.peak, double(m.memory.peak));
         if (m.collective == net::CollectiveKind::None)
-            raise(n.heldAtStepEnd, double(m.params + m.grads + m.optimizer));
+            raise(n.heldAtStepEnd, double(m.memory.params + m.memory.grads + m.memory.optimizer));
     }
+}
 
-    if (header.strategy == "pipeline") {
-        double sum = 0;
-        int count = 0;
-        for (const auto &[rank, s] : spans) {
-            if (const auto b = bubbleOf(s)) {
-                sum += *b;
-                ++count;
-            }
+// The mean of the stages' bubbles; none when no stage has one.
+std::optional<double> meanBubble(const std::map<int, NodeSpans> &spans)
+{
+    double sum = 0;
+    int count = 0;
+    for (const auto &[rank, s] : spans) {
+        if (const auto b = bubbleOf(s)) {
+            sum += *b;
+            ++count;
         }
-        if (count)
-            r.bubble = sum / count;
     }
+    return count ? std::optional<double>(sum / count) : std::nullopt;
+}
 
-    // Loss per step: the cluster-wide value, else the mean of the nodes'.
+// Loss per step: the cluster-wide value, else the mean of the nodes'.
+void measureLoss(const SessionEvents &events, RunFigures &r)
+{
     std::map<std::int64_t, std::pair<double, int>> nodeLoss;
     for (const MetricSample &m : events.metrics) {
         if (m.name != "loss" || m.step < 0 || !std::isfinite(m.value))
@@ -295,6 +305,42 @@ RunFigures measureRun(const SessionHeader &header, const SessionEvents &events)
     r.finalLoss = latestMetric(events.metrics, "loss");
     r.testAccuracy = latestMetric(events.metrics, "test_accuracy");
     r.samplesPerS = latestMetric(events.metrics, "samples_per_s");
+}
+
+} // namespace
+
+std::optional<double> ComparedFigure::ratio() const
+{
+    return ratioOf(a, b);
+}
+
+// The life of one measurement, in steps:
+//   1. the run's ranks: the header's and any node that left an event;
+//   2. each node's spans, merged, and each step's extent over the nodes;
+//   3. steps and step times from those extents;
+//   4. bytes: each node's send frames, and those inside its steps;
+//   5. memory: the largest of each category over the node's samples;
+//   6. the bubble, for a strategy whose stages wait for each other;
+//   7. loss per step and the trainer's last metrics.
+RunFigures measureRun(const SessionHeader &header, const SessionEvents &events)
+{
+    RunFigures r;
+    r.strategy = header.strategy;
+    r.model = header.model;
+    r.nodes = header.nodes;
+    r.stepsPlanned = header.steps;
+    r.config = flatConfig(header);
+
+    std::set<int> ranks = headerRanks(header);
+    std::map<std::int64_t, Interval> stepExtent; // step number -> [earliest start, latest end] over nodes
+    const std::map<int, NodeSpans> spans = collectSpans(events, ranks, stepExtent);
+    measureSteps(stepExtent, events, r);
+    measureBytes(events, spans, ranks, r);
+    measureMemory(events, r);
+    const StrategyDescription *strategy = describeStrategy(header.strategy);
+    if (strategy && strategy->measuresBubble())
+        r.bubble = meanBubble(spans);
+    measureLoss(events, r);
     return r;
 }
 
@@ -310,16 +356,17 @@ RunFigures measureRun(const SessionReader &reader)
     return r;
 }
 
-SessionComparison compareRuns(const RunFigures &a, const RunFigures &b)
+namespace {
+
+// Every configuration field that differs: the header's fields first (in the
+// order a run is described), then config_json's, then the nodes'.
+std::vector<SessionComparison::ConfigDifference> configDifferences(const RunFigures &a, const RunFigures &b)
 {
-    SessionComparison c;
     std::set<std::string> keys;
     for (const auto &[key, value] : a.config)
         keys.insert(key);
     for (const auto &[key, value] : b.config)
         keys.insert(key);
-    // The header's fields first (in the order a run is described), then
-    // config_json's, then the nodes'.
     std::vector<std::string> ordered(keys.begin(), keys.end());
     auto rank = [](const std::string &key) {
         static const std::vector<std::string> header{"strategy", "model", "nodes", "steps"};
@@ -330,63 +377,37 @@ SessionComparison compareRuns(const RunFigures &a, const RunFigures &b)
     };
     std::stable_sort(ordered.begin(), ordered.end(),
                      [&](const std::string &x, const std::string &y) { return rank(x) < rank(y); });
+    std::vector<SessionComparison::ConfigDifference> out;
     for (const std::string &key : ordered) {
         const auto ia = a.config.find(key), ib = b.config.find(key);
         const QJsonValue va = ia != a.config.end() ? ia->second : QJsonValue(QJsonValue::Undefined);
         const QJsonValue vb = ib != b.config.end() ? ib->second : QJsonValue(QJsonValue::Undefined);
         if (va != vb)
-            c.configDifferences.push_back({key, va, vb});
+            out.push_back({key, va, vb});
     }
+    return out;
+}
 
-    using U = FigureUnit;
-    c.run = {
-        {"steps", "steps", U::Count, {a.steps, b.steps}},
-        {"step_time_median_s", "step time, median", U::Seconds, {a.stepTimeMedianS, b.stepTimeMedianS}},
-        {"step_time_p95_s", "step time, p95", U::Seconds, {a.stepTimeP95S, b.stepTimeP95S}},
-        {"samples_per_s", "samples/s", U::PerSecond, {a.samplesPerS, b.samplesPerS}},
-        {"final_loss", "final loss", U::Plain, {a.finalLoss, b.finalLoss}},
-        {"test_accuracy", "test accuracy", U::Share, {a.testAccuracy, b.testAccuracy}},
-        {"bubble", "pipeline bubble", U::Share, {a.bubble, b.bubble}},
-    };
+// The figure table's compare rows of one scope; rank: the node's (Node scope).
+std::vector<ComparedRow> comparedRows(FigureScope scope, const RunFigures &a, const RunFigures &b, int rank = -1)
+{
+    std::vector<ComparedRow> rows;
+    for (const Figure &f : figureTable())
+        if (f.compareKey && f.scope == scope)
+            rows.push_back({f.compareKey, f.label, f.unit, {f.of(a, rank), f.of(b, rank)}});
+    return rows;
+}
 
-    std::set<int> ranks;
-    for (const auto &[rank, n] : a.byNode)
-        ranks.insert(rank);
-    for (const auto &[rank, n] : b.byNode)
-        ranks.insert(rank);
-    for (int rank : ranks) {
-        const auto ia = a.byNode.find(rank), ib = b.byNode.find(rank);
-        const NodeFigures na = ia != a.byNode.end() ? ia->second : NodeFigures{};
-        const NodeFigures nb = ib != b.byNode.end() ? ib->second : NodeFigures{};
-        c.nodes.push_back(
-            {rank,
-             {
-                 {"bytes_sent_per_step",
-                  "bytes sent per step",
-                  U::Bytes,
-                  {na.bytesSentPerStep, nb.bytesSentPerStep}},
-                 {"bytes_sent", "bytes sent, whole run", U::Bytes, {na.bytesSent, nb.bytesSent}},
-                 {"idle_share", "idle share", U::Share, {na.idleShare, nb.idleShare}},
-                 {"memory_held_at_step_end",
-                  "params+grads+optimizer at step end",
-                  U::Bytes,
-                  {na.heldAtStepEnd, nb.heldAtStepEnd}},
-                 {"memory_params", "params, largest", U::Bytes, {na.params, nb.params}},
-                 {"memory_grads", "grads, largest", U::Bytes, {na.grads, nb.grads}},
-                 {"memory_optimizer", "optimizer, largest", U::Bytes, {na.optimizer, nb.optimizer}},
-                 {"memory_activations", "activations, largest", U::Bytes, {na.activations, nb.activations}},
-                 {"memory_comm", "comm, largest", U::Bytes, {na.comm, nb.comm}},
-                 {"memory_peak", "peak live", U::Bytes, {na.peak, nb.peak}},
-             }});
-    }
-
+std::optional<SessionComparison::LossDifference> largestLossDifference(const RunFigures &a, const RunFigures &b)
+{
+    std::optional<SessionComparison::LossDifference> out;
     for (const auto &[step, lossA] : a.lossByStep) {
         const auto ib = b.lossByStep.find(step);
         if (ib == b.lossByStep.end())
             continue;
-        if (!c.lossDifference)
-            c.lossDifference = SessionComparison::LossDifference{};
-        auto &d = *c.lossDifference;
+        if (!out)
+            out = SessionComparison::LossDifference{};
+        auto &d = *out;
         ++d.commonSteps;
         const double diff = std::abs(ib->second - lossA);
         if (d.step < 0 || diff > d.largest) {
@@ -394,6 +415,24 @@ SessionComparison compareRuns(const RunFigures &a, const RunFigures &b)
             d.step = step;
         }
     }
+    return out;
+}
+
+} // namespace
+
+SessionComparison compareRuns(const RunFigures &a, const RunFigures &b)
+{
+    SessionComparison c;
+    c.configDifferences = configDifferences(a, b);
+    c.run = comparedRows(FigureScope::Run, a, b);
+    std::set<int> ranks;
+    for (const auto &[rank, n] : a.byNode)
+        ranks.insert(rank);
+    for (const auto &[rank, n] : b.byNode)
+        ranks.insert(rank);
+    for (int rank : ranks)
+        c.nodes.push_back({rank, comparedRows(FigureScope::Node, a, b, rank)});
+    c.lossDifference = largestLossDifference(a, b);
     return c;
 }
 

@@ -16,10 +16,13 @@
 //
 // What one run has and the other lacks (a node 3 in A only, the bubble of
 // a pipeline run) stays a row, with no value (nullopt) on the side that
-// lacks it. measureRun() is a pure function of a header and its events;
-// the reader overload loads them. The command: session_compare_command.cpp.
+// lacks it. The rows are the figure table's (figure_table.h) that have a
+// compare key, in its order. measureRun() is a pure function of a header
+// and its events; the reader overload loads them. The command:
+// session_compare_command.cpp.
 #pragma once
 
+#include "figure_table.h"
 #include "session_events.h"
 
 #include <QJsonValue>
@@ -36,34 +39,7 @@ namespace smol::engine {
 
 class SessionReader;
 
-// One node's figures in one run; nullopt: the run has nothing to measure it by.
-struct NodeFigures {
-    std::optional<double> bytesSentPerStep;
-    std::optional<double> bytesSent;
-    std::optional<double> idleShare;     // 0..1
-    std::optional<double> heldAtStepEnd; // params + grads + optimizer, largest over end-of-step samples
-    std::optional<double> params, grads, optimizer, activations, comm, peak; // largest over all samples
-};
-
-// What one run measured.
-struct RunFigures {
-    std::string strategy, model;
-    int nodes = 0;
-    std::int64_t stepsPlanned = 0;
-    bool complete = true; // has the end marker (set by the reader overload)
-    // The configuration, flattened: header fields, then config_json's keys
-    // ("optimizer.lr", "behaviour[3].slowdown"), then "node[r].name|host|role".
-    std::map<std::string, QJsonValue> config;
-
-    std::optional<double> steps;
-    std::optional<double> stepTimeMedianS, stepTimeP95S;
-    std::optional<double> samplesPerS;
-    std::optional<double> finalLoss, testAccuracy;
-    std::optional<double> bubble; // pipeline runs only
-    std::map<std::int64_t, double> lossByStep;
-    std::map<int, NodeFigures> byNode; // by rank
-};
-
+// What one run measured (RunFigures, NodeFigures: figure_table.h).
 RunFigures measureRun(const SessionHeader &header, const SessionEvents &events);
 // Loads the file's frames, spans, memory and metrics (not logs or tensors);
 // throws SessionError.
@@ -74,8 +50,6 @@ struct ComparedFigure {
     std::optional<double> a, b;
     std::optional<double> ratio() const;
 };
-
-enum class FigureUnit { Count, Seconds, PerSecond, Bytes, Share, Plain };
 
 struct ComparedRow {
     const char *key;   // the JSON key

@@ -12,6 +12,7 @@
 // (net::monotonicNs() there; remote clocks corrected by their offsets).
 #pragma once
 
+#include "net/memory_by_category.h"
 #include "net/trace.h"
 
 #include <QByteArray>
@@ -54,32 +55,19 @@ struct SpanEvent {
 
 inline const char *spanKindName(SpanEvent::Kind kind)
 {
-    switch (kind) {
-    case SpanEvent::Kind::Forward:
-        return "forward";
-    case SpanEvent::Kind::Backward:
-        return "backward";
-    case SpanEvent::Kind::Optimizer:
-        return "optimizer";
-    case SpanEvent::Kind::Collective:
-        return "collective";
-    case SpanEvent::Kind::Pause:
-        return "pause";
-    case SpanEvent::Kind::Step:
-        return "step";
-    }
-    return "?";
+    static constexpr const char *kNames[SpanEvent::kKinds] = {"forward",    "backward", "optimizer",
+                                                              "collective", "pause",    "step"};
+    const int k = int(kind);
+    return k >= 0 && k < SpanEvent::kKinds ? kNames[k] : "?";
 }
 
-// One node's memory by category, in bytes (engine/memory_tracker.h).
 // A node's memory by category: at the end of a step (collective None), or
 // before or after a collective (schema version 2 on).
 struct MemorySample {
     std::int64_t tNs = 0;
     int node = -1;
     std::int64_t step = -1;
-    std::int64_t params = 0, grads = 0, optimizer = 0, activations = 0, comm = 0;
-    std::int64_t live = 0, peak = 0;
+    net::MemoryByCategory memory;
     net::CollectiveKind collective = net::CollectiveKind::None;
     std::uint64_t seq = 0;
     bool before = false;

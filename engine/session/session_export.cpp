@@ -348,11 +348,11 @@ private:
     {
         const int p = pid(m.node);
         begin() << "{\"ph\":\"C\",\"name\":\"memory\",\"pid\":" << std::int64_t(p) << ",\"ts\":";
-        ts(m.tNs) << ",\"args\":{\"params\":" << m.params << ",\"grads\":" << m.grads
-                  << ",\"optimizer\":" << m.optimizer << ",\"activations\":" << m.activations
-                  << ",\"comm\":" << m.comm << "}}";
+        ts(m.tNs) << ",\"args\":{\"params\":" << m.memory.params << ",\"grads\":" << m.memory.grads
+                  << ",\"optimizer\":" << m.memory.optimizer << ",\"activations\":" << m.memory.activations
+                  << ",\"comm\":" << m.memory.comm << "}}";
         begin() << "{\"ph\":\"C\",\"name\":\"live bytes\",\"pid\":" << std::int64_t(p) << ",\"ts\":";
-        ts(m.tNs) << ",\"args\":{\"live\":" << m.live << "}}";
+        ts(m.tNs) << ",\"args\":{\"live\":" << m.memory.live << "}}";
     }
 
     void metric(const MetricSample &m)

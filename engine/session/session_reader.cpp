@@ -5,6 +5,8 @@
 // and tables are never read.
 #include "session_reader.h"
 
+#include "event_rows.h"
+
 #include <QFile>
 #include <QFileInfo>
 
@@ -23,16 +25,11 @@ namespace smol::engine {
 
 namespace {
 
-const char kFrameColumns[] = "t_start, t_end, side, src, dst, kind, seq, tag, bytes, id";
-const char kSpanColumns[] = "t_start, t_end, node, kind, name, step, collective, seq, bytes, id";
-const char kMemoryColumns[] =
-    "t, node, step, params, grads, optimizer, activations, comm, live, peak, collective, seq, before";
-// Version 1 kept per-step memory only: no collective boundary.
+// The columns of each table are event_rows.h's. Version 1 kept per-step
+// memory only: no collective boundary.
 const char kMemoryColumnsV1[] =
     "t, node, step, params, grads, optimizer, activations, comm, live, peak, 0, 0, 0";
-const char kMetricColumns[] = "t, step, node, name, value";
-const char kLogColumns[] = "t, node, text";
-const char kTensorColumns[] = "t, pause_id, node, step, collective, seq, name, before, snapshot_json";
+constexpr int kSpanIdColumn = 9; // spans() reads "id" after the span's nine columns
 
 // Each event table and its event-time column (indexed).
 const std::pair<const char *, const char *> kEventTimes[] = {{"frames", "t_end"}, {"spans", "t_end"},
@@ -162,100 +159,47 @@ public:
         return net::CollectiveKind(v);
     }
 
+    // The current row as an event of type E, read by its walk (event_rows.h).
+    template <class E> E read() const
+    {
+        if constexpr (std::is_same_v<E, net::FrameEvent>) {
+            return frame();
+        } else {
+            E e;
+            RowReader r{*this};
+            EventRows::row(r, e);
+            return e;
+        }
+    }
+
+    // Frames carry their event time and id beside the fields.
     net::FrameEvent frame() const
     {
         net::FrameEvent e;
-        const std::int64_t side = i64(2);
-        if (side != 0 && side != 1)
-            m_reader.fail(QStringLiteral("damaged: frame side %1 out of range").arg(side));
-        e.side = net::FrameEvent::Side(side);
-        e.sendStartNs = i64(0);
-        (e.side == net::FrameEvent::Side::Send ? e.sendCompleteNs : e.recvCompleteNs) = i64(1);
-        e.src = rank(3);
-        e.dst = rank(4);
-        e.kind = collective(5);
-        e.seq = u64(6);
-        const std::int64_t tag = i64(7);
-        if (tag < 0 || tag > std::int64_t(UINT32_MAX))
-            m_reader.fail(QStringLiteral("damaged: frame tag %1 out of range").arg(tag));
-        e.tag = std::uint32_t(tag);
-        e.bytes = u64(8);
+        std::int64_t end = 0, id = 0;
+        RowReader r{*this};
+        EventRows::frame(r, e, end, id);
+        (e.side == net::FrameEvent::Side::Send ? e.sendCompleteNs : e.recvCompleteNs) = end;
         return e;
     }
 
-    SpanEvent span() const
+    // Runs the query and reads its rows as events of type E, into `out`
+    // or handed to `fn` one by one.
+    template <class E> std::vector<E> readAll()
     {
-        SpanEvent s;
-        s.startNs = i64(0);
-        s.endNs = i64(1);
-        s.node = rank(2);
-        const std::int64_t kind = i64(3);
-        if (kind < 0 || kind >= SpanEvent::kKinds)
-            m_reader.fail(QStringLiteral("damaged: span kind %1 out of range").arg(kind));
-        s.kind = SpanEvent::Kind(kind);
-        s.name = text(4);
-        s.step = i64(5);
-        s.collective = collective(6);
-        s.seq = u64(7);
-        s.bytes = u64(8);
-        return s;
+        std::vector<E> out;
+        readAll<E>(out);
+        return out;
     }
-
-    MemorySample memory() const
+    template <class E> void readAll(std::vector<E> &out)
     {
-        MemorySample m;
-        m.tNs = i64(0);
-        m.node = rank(1);
-        m.step = i64(2);
-        m.params = i64(3);
-        m.grads = i64(4);
-        m.optimizer = i64(5);
-        m.activations = i64(6);
-        m.comm = i64(7);
-        m.live = i64(8);
-        m.peak = i64(9);
-        const int kind = int(i64(10));
-        m.collective = net::isValidCollectiveKind(std::uint8_t(kind)) ? net::CollectiveKind(kind)
-                                                                      : net::CollectiveKind::None;
-        m.seq = u64(11);
-        m.before = i64(12) != 0;
-        return m;
+        for (exec(); next();)
+            out.push_back(read<E>());
     }
-
-    MetricSample metric() const
+    template <class E> void forEach(const std::function<void(const E &)> &fn)
     {
-        MetricSample m;
-        m.tNs = i64(0);
-        m.step = i64(1);
-        m.node = rank(2);
-        m.name = text(3);
-        // SQLite stores a NaN as NULL.
-        m.value = isNull(4) ? std::numeric_limits<double>::quiet_NaN() : f64(4);
-        return m;
-    }
-
-    LogLine log() const
-    {
-        LogLine l;
-        l.tNs = i64(0);
-        l.node = rank(1);
-        l.text = text(2);
-        return l;
-    }
-
-    TensorRecord tensor() const
-    {
-        TensorRecord t;
-        t.tNs = i64(0);
-        t.pauseId = u64(1);
-        t.node = rank(2);
-        t.step = i64(3);
-        t.collective = collective(4);
-        t.seq = u64(5);
-        t.name = text(6);
-        t.before = i64(7) != 0;
-        t.snapshotJson = blob(8);
-        return t;
+        for (exec(); next();)
+            fn(read<E>());
     }
 
     // The single value of a one-row query; nullopt for no row or NULL.
@@ -273,6 +217,52 @@ public:
     }
 
 private:
+    // A row of an event table as decoded values: the reading side of
+    // event_rows.h's walks, each call reading the next column, range-checked.
+    struct RowReader {
+        const Query &q;
+        int c = 0;
+        void i64(std::int64_t &v) { v = q.i64(c++); }
+        void u64(std::uint64_t &v) { v = q.u64(c++); }
+        void f64(double &v) // SQLite stores a NaN as NULL
+        {
+            v = q.isNull(c) ? std::numeric_limits<double>::quiet_NaN() : q.f64(c);
+            ++c;
+        }
+        void text(std::string &v) { v = q.text(c++); }
+        void blob(QByteArray &v) { v = q.blob(c++); }
+        void flag(bool &v) { v = q.i64(c++) != 0; }
+        void rank(int &v) { v = q.rank(c++); }
+        void collective(net::CollectiveKind &v) { v = q.collective(c++); }
+        void anyKind(net::CollectiveKind &v)
+        {
+            const int kind = int(q.i64(c++));
+            v = net::isValidCollectiveKind(std::uint8_t(kind)) ? net::CollectiveKind(kind)
+                                                                : net::CollectiveKind::None;
+        }
+        void spanKind(SpanEvent::Kind &v)
+        {
+            const std::int64_t kind = q.i64(c++);
+            if (kind < 0 || kind >= SpanEvent::kKinds)
+                q.m_reader.fail(QStringLiteral("damaged: span kind %1 out of range").arg(kind));
+            v = SpanEvent::Kind(kind);
+        }
+        void side(net::FrameEvent::Side &v)
+        {
+            const std::int64_t side = q.i64(c++);
+            if (side != 0 && side != 1)
+                q.m_reader.fail(QStringLiteral("damaged: frame side %1 out of range").arg(side));
+            v = net::FrameEvent::Side(side);
+        }
+        void tag(std::uint32_t &v)
+        {
+            const std::int64_t tag = q.i64(c++);
+            if (tag < 0 || tag > std::int64_t(UINT32_MAX))
+                q.m_reader.fail(QStringLiteral("damaged: frame tag %1 out of range").arg(tag));
+            v = std::uint32_t(tag);
+        }
+    };
+
     const SessionReader &m_reader;
     sqlite3 *m_db;
     sqlite3_stmt *m_stmt = nullptr;
@@ -462,12 +452,9 @@ std::vector<net::FrameEvent> SessionReader::frames(std::int64_t t0, std::int64_t
     const std::int64_t longest = maxDuration(QStringLiteral("max_frame_ns"), "frames", -1);
     Query q(*this,
             sql("SELECT %1 FROM frames WHERE t_end >= ? AND t_end <= ? AND t_start <= ? ORDER BY t_end, id",
-                kFrameColumns));
-    q.bind(qlonglong(t0)).bind(qlonglong(saturatingAdd(t1, longest))).bind(qlonglong(t1)).exec();
-    std::vector<net::FrameEvent> out;
-    while (q.next())
-        out.push_back(q.frame());
-    return out;
+                EventRows::kFrameColumns));
+    q.bind(qlonglong(t0)).bind(qlonglong(saturatingAdd(t1, longest))).bind(qlonglong(t1));
+    return q.readAll<net::FrameEvent>();
 }
 
 std::vector<SpanEvent> SessionReader::spans(std::int64_t t0, std::int64_t t1) const
@@ -482,12 +469,13 @@ std::vector<SpanEvent> SessionReader::spans(std::int64_t t0, std::int64_t t1) co
         const std::int64_t longest =
             maxDuration(QStringLiteral("max_span_ns.%1").arg(QLatin1String(spanKindName(SpanEvent::Kind(k)))),
                         "spans", k);
-        Query q(*this,
-                sql("SELECT %1 FROM spans WHERE kind = ? AND t_start >= ? AND t_start <= ? AND t_end >= ?",
-                    kSpanColumns));
+        // The id after the span's columns: it breaks ties of t_end below.
+        Query q(*this, sql("SELECT %1, id FROM spans"
+                           " WHERE kind = ? AND t_start >= ? AND t_start <= ? AND t_end >= ?",
+                           EventRows::kSpanColumns));
         q.bind(k).bind(qlonglong(saturatingSub(t0, longest))).bind(qlonglong(t1)).bind(qlonglong(t0)).exec();
         while (q.next())
-            found.push_back({q.i64(9), q.span()});
+            found.push_back({q.i64(kSpanIdColumn), q.read<SpanEvent>()});
     }
     std::sort(found.begin(), found.end(), [](const Found &a, const Found &b) {
         return a.span.endNs != b.span.endNs ? a.span.endNs < b.span.endNs : a.id < b.id;
@@ -501,17 +489,14 @@ std::vector<SpanEvent> SessionReader::spans(std::int64_t t0, std::int64_t t1) co
 
 const char *SessionReader::memoryColumns() const
 {
-    return m_version >= 2 ? kMemoryColumns : kMemoryColumnsV1;
+    return m_version >= 2 ? EventRows::kMemoryColumns : kMemoryColumnsV1;
 }
 
 std::vector<MemorySample> SessionReader::memory(std::int64_t t0, std::int64_t t1) const
 {
     Query q(*this, sql("SELECT %1 FROM memory WHERE t >= ? AND t <= ? ORDER BY t, id", memoryColumns()));
-    q.bind(qlonglong(t0)).bind(qlonglong(t1)).exec();
-    std::vector<MemorySample> out;
-    while (q.next())
-        out.push_back(q.memory());
-    return out;
+    q.bind(qlonglong(t0)).bind(qlonglong(t1));
+    return q.readAll<MemorySample>();
 }
 
 std::vector<MetricSample> SessionReader::metrics(std::int64_t t0, std::int64_t t1,
@@ -520,45 +505,34 @@ std::vector<MetricSample> SessionReader::metrics(std::int64_t t0, std::int64_t t
     Query q(*this,
             sql(name.empty() ? "SELECT %1 FROM metrics WHERE t >= ? AND t <= ? ORDER BY t, id"
                              : "SELECT %1 FROM metrics WHERE t >= ? AND t <= ? AND name = ? ORDER BY t, id",
-                kMetricColumns));
+                EventRows::kMetricColumns));
     q.bind(qlonglong(t0)).bind(qlonglong(t1));
     if (!name.empty())
         q.bind(QString::fromStdString(name));
-    q.exec();
-    std::vector<MetricSample> out;
-    while (q.next())
-        out.push_back(q.metric());
-    return out;
+    return q.readAll<MetricSample>();
 }
 
 std::vector<LogLine> SessionReader::logs(std::int64_t t0, std::int64_t t1) const
 {
-    Query q(*this, sql("SELECT %1 FROM logs WHERE t >= ? AND t <= ? ORDER BY t, id", kLogColumns));
-    q.bind(qlonglong(t0)).bind(qlonglong(t1)).exec();
-    std::vector<LogLine> out;
-    while (q.next())
-        out.push_back(q.log());
-    return out;
+    Query q(*this, sql("SELECT %1 FROM logs WHERE t >= ? AND t <= ? ORDER BY t, id", EventRows::kLogColumns));
+    q.bind(qlonglong(t0)).bind(qlonglong(t1));
+    return q.readAll<LogLine>();
 }
 
 std::vector<TensorRecord> SessionReader::tensors(std::int64_t t0, std::int64_t t1) const
 {
-    Query q(*this, sql("SELECT %1 FROM tensors WHERE t >= ? AND t <= ? ORDER BY t, id", kTensorColumns));
-    q.bind(qlonglong(t0)).bind(qlonglong(t1)).exec();
-    std::vector<TensorRecord> out;
-    while (q.next())
-        out.push_back(q.tensor());
-    return out;
+    Query q(*this,
+            sql("SELECT %1 FROM tensors WHERE t >= ? AND t <= ? ORDER BY t, id", EventRows::kTensorColumns));
+    q.bind(qlonglong(t0)).bind(qlonglong(t1));
+    return q.readAll<TensorRecord>();
 }
 
 std::vector<TensorRecord> SessionReader::tensorsOfPause(std::uint64_t pauseId) const
 {
-    Query q(*this, sql("SELECT %1 FROM tensors WHERE pause_id = ? ORDER BY t, id", kTensorColumns));
-    q.bind(qlonglong(pauseId)).exec();
-    std::vector<TensorRecord> out;
-    while (q.next())
-        out.push_back(q.tensor());
-    return out;
+    Query q(*this,
+            sql("SELECT %1 FROM tensors WHERE pause_id = ? ORDER BY t, id", EventRows::kTensorColumns));
+    q.bind(qlonglong(pauseId));
+    return q.readAll<TensorRecord>();
 }
 
 SessionEvents SessionReader::eventsIn(std::int64_t after, std::int64_t upTo) const
@@ -566,30 +540,19 @@ SessionEvents SessionReader::eventsIn(std::int64_t after, std::int64_t upTo) con
     SessionEvents out;
     if (upTo <= after)
         return out;
-    auto query = [&](const char *format, const char *columns) {
-        Query q(*this, sql(format, columns));
-        q.bind(qlonglong(after)).bind(qlonglong(upTo)).exec();
-        return q;
+    // Each table's events with event time in (after, upTo], in time order.
+    auto read = [&](const char *table, const char *timeColumn, const char *columns, auto &out) {
+        Query q(*this, QStringLiteral("SELECT %1 FROM %2 WHERE %3 > ? AND %3 <= ? ORDER BY %3, id")
+                           .arg(QLatin1String(columns), QLatin1String(table), QLatin1String(timeColumn)));
+        q.bind(qlonglong(after)).bind(qlonglong(upTo));
+        q.readAll(out);
     };
-    for (Query q =
-             query("SELECT %1 FROM frames WHERE t_end > ? AND t_end <= ? ORDER BY t_end, id", kFrameColumns);
-         q.next();)
-        out.frames.push_back(q.frame());
-    for (Query q =
-             query("SELECT %1 FROM spans WHERE t_end > ? AND t_end <= ? ORDER BY t_end, id", kSpanColumns);
-         q.next();)
-        out.spans.push_back(q.span());
-    for (Query q = query("SELECT %1 FROM memory WHERE t > ? AND t <= ? ORDER BY t, id", memoryColumns());
-         q.next();)
-        out.memory.push_back(q.memory());
-    for (Query q = query("SELECT %1 FROM metrics WHERE t > ? AND t <= ? ORDER BY t, id", kMetricColumns);
-         q.next();)
-        out.metrics.push_back(q.metric());
-    for (Query q = query("SELECT %1 FROM logs WHERE t > ? AND t <= ? ORDER BY t, id", kLogColumns); q.next();)
-        out.logs.push_back(q.log());
-    for (Query q = query("SELECT %1 FROM tensors WHERE t > ? AND t <= ? ORDER BY t, id", kTensorColumns);
-         q.next();)
-        out.tensors.push_back(q.tensor());
+    read("frames", "t_end", EventRows::kFrameColumns, out.frames);
+    read("spans", "t_end", EventRows::kSpanColumns, out.spans);
+    read("memory", "t", memoryColumns(), out.memory);
+    read("metrics", "t", EventRows::kMetricColumns, out.metrics);
+    read("logs", "t", EventRows::kLogColumns, out.logs);
+    read("tensors", "t", EventRows::kTensorColumns, out.tensors);
     return out;
 }
 
@@ -604,7 +567,7 @@ std::vector<MemorySample> SessionReader::latestMemory(std::int64_t tNs) const
     std::map<int, MemorySample> latest;
     Query q(*this, sql("SELECT %1 FROM memory WHERE t <= ? ORDER BY t DESC, id DESC", memoryColumns()));
     for (q.bind(qlonglong(tNs)).exec(); q.next();) {
-        MemorySample m = q.memory();
+        MemorySample m = q.read<MemorySample>();
         missing.erase(m.node);
         latest.emplace(m.node, std::move(m));
         if (knownNodes && missing.empty())
@@ -645,37 +608,27 @@ std::vector<CollectiveBoundary> SessionReader::collectives() const
 
 void SessionReader::forEachFrame(const std::function<void(const net::FrameEvent &)> &fn) const
 {
-    Query q(*this, sql("SELECT %1 FROM frames ORDER BY t_end, id", kFrameColumns));
-    for (q.exec(); q.next();)
-        fn(q.frame());
+    Query(*this, sql("SELECT %1 FROM frames ORDER BY t_end, id", EventRows::kFrameColumns)).forEach(fn);
 }
 
 void SessionReader::forEachSpanByStart(const std::function<void(const SpanEvent &)> &fn) const
 {
-    Query q(*this, sql("SELECT %1 FROM spans ORDER BY t_start, id", kSpanColumns));
-    for (q.exec(); q.next();)
-        fn(q.span());
+    Query(*this, sql("SELECT %1 FROM spans ORDER BY t_start, id", EventRows::kSpanColumns)).forEach(fn);
 }
 
 void SessionReader::forEachMemory(const std::function<void(const MemorySample &)> &fn) const
 {
-    Query q(*this, sql("SELECT %1 FROM memory ORDER BY t, id", memoryColumns()));
-    for (q.exec(); q.next();)
-        fn(q.memory());
+    Query(*this, sql("SELECT %1 FROM memory ORDER BY t, id", memoryColumns())).forEach(fn);
 }
 
 void SessionReader::forEachMetric(const std::function<void(const MetricSample &)> &fn) const
 {
-    Query q(*this, sql("SELECT %1 FROM metrics ORDER BY t, id", kMetricColumns));
-    for (q.exec(); q.next();)
-        fn(q.metric());
+    Query(*this, sql("SELECT %1 FROM metrics ORDER BY t, id", EventRows::kMetricColumns)).forEach(fn);
 }
 
 void SessionReader::forEachLog(const std::function<void(const LogLine &)> &fn) const
 {
-    Query q(*this, sql("SELECT %1 FROM logs ORDER BY t, id", kLogColumns));
-    for (q.exec(); q.next();)
-        fn(q.log());
+    Query(*this, sql("SELECT %1 FROM logs ORDER BY t, id", EventRows::kLogColumns)).forEach(fn);
 }
 
 SessionInfo SessionReader::info() const

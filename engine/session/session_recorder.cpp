@@ -12,6 +12,8 @@
 // plus a 1-row one for the tail.
 #include "session_recorder.h"
 
+#include "event_rows.h"
+
 #include <QDateTime>
 #include <QFile>
 #include <QFileInfo>
@@ -127,6 +129,24 @@ private:
     int m_next = 0;
 };
 
+// A row of an event table as a statement's parameters: the writing side of
+// event_rows.h's walks, each call binding the next parameter.
+struct RowWriter {
+    Statement &s;
+    void i64(std::int64_t v) { s.i64(v); }
+    void u64(std::uint64_t v) { s.u64(v); }
+    void f64(double v) { s.f64(v); }
+    void text(const std::string &v) { s.text(v); }
+    void blob(const QByteArray &v) { s.blob(v); }
+    void flag(bool v) { s.i64(v ? 1 : 0); }
+    void rank(int v) { s.i64(v); }
+    void collective(net::CollectiveKind v) { s.i64(int(v)); }
+    void anyKind(net::CollectiveKind v) { s.i64(int(v)); }
+    void spanKind(SpanEvent::Kind v) { s.i64(int(v)); }
+    void side(net::FrameEvent::Side v) { s.i64(int(v)); }
+    void tag(std::uint32_t v) { s.i64(v); }
+};
+
 // One table's INSERT: a 32-row statement for the bulk, a 1-row one for the
 // tail, both prepared once.
 class BulkInsert {
@@ -146,19 +166,25 @@ public:
         m_what = std::string("insert into ") + table + " failed";
     }
 
-    // bind(row, Statement &) binds one row's values in column order.
-    template <class Row, class Bind> void insert(const std::vector<Row> &rows, Bind bind)
+    // bind(event, RowWriter &) binds one row's values in column order; by
+    // default the event's walk (event_rows.h).
+    template <class Event, class Bind> void insert(const std::vector<Event> &events, Bind bind)
     {
+        RowWriter many{*m_many}, one{*m_one};
         std::size_t i = 0;
-        for (; i + kRowsPerStatement <= rows.size(); i += kRowsPerStatement) {
+        for (; i + kRowsPerStatement <= events.size(); i += kRowsPerStatement) {
             for (std::size_t r = 0; r < std::size_t(kRowsPerStatement); ++r)
-                bind(rows[i + r], *m_many);
+                bind(events[i + r], many);
             m_many->run(m_what.c_str());
         }
-        for (; i < rows.size(); ++i) {
-            bind(rows[i], *m_one);
+        for (; i < events.size(); ++i) {
+            bind(events[i], one);
             m_one->run(m_what.c_str());
         }
+    }
+    template <class Event> void insert(const std::vector<Event> &events)
+    {
+        insert(events, [](const Event &e, RowWriter &w) { EventRows::row(w, e); });
     }
 
 private:
@@ -243,71 +269,20 @@ public:
     void write(const SessionRecorder::Batch &b)
     {
         m_begin->run("cannot begin a transaction");
-        m_frames->insert(b.frames, [this](const net::FrameEvent &e, Statement &s) {
-            const std::int64_t end = eventTimeNs(e);
+        m_frames->insert(b.frames, [this](const net::FrameEvent &e, RowWriter &w) {
+            std::int64_t end = eventTimeNs(e), id = ++m_frameId;
             m_maxFrameNs = std::max(m_maxFrameNs, end - e.sendStartNs);
-            s.i64(end);
-            s.i64(++m_frameId);
-            s.i64(e.sendStartNs);
-            s.i64(int(e.side));
-            s.i64(e.src);
-            s.i64(e.dst);
-            s.i64(int(e.kind));
-            s.u64(e.seq);
-            s.i64(e.tag);
-            s.u64(e.bytes);
+            EventRows::frame(w, e, end, id);
         });
-        m_spans->insert(b.spans, [this](const SpanEvent &e, Statement &s) {
+        m_spans->insert(b.spans, [this](const SpanEvent &e, RowWriter &w) {
             auto &max = m_maxSpanNs[std::size_t(std::clamp(int(e.kind), 0, SpanEvent::kKinds - 1))];
             max = std::max(max, e.endNs - e.startNs);
-            s.i64(e.startNs);
-            s.i64(e.endNs);
-            s.i64(e.node);
-            s.i64(int(e.kind));
-            s.text(e.name);
-            s.i64(e.step);
-            s.i64(int(e.collective));
-            s.u64(e.seq);
-            s.u64(e.bytes);
+            EventRows::span(w, e);
         });
-        m_memory->insert(b.memory, [](const MemorySample &m, Statement &s) {
-            s.i64(m.tNs);
-            s.i64(m.node);
-            s.i64(m.step);
-            s.i64(m.params);
-            s.i64(m.grads);
-            s.i64(m.optimizer);
-            s.i64(m.activations);
-            s.i64(m.comm);
-            s.i64(m.live);
-            s.i64(m.peak);
-            s.i64(int(m.collective));
-            s.u64(m.seq);
-            s.i64(int(m.before));
-        });
-        m_metrics->insert(b.metrics, [](const MetricSample &m, Statement &s) {
-            s.i64(m.tNs);
-            s.i64(m.step);
-            s.i64(m.node);
-            s.text(m.name);
-            s.f64(m.value); // SQLite stores NaN as NULL; the reader turns NULL back into NaN
-        });
-        m_logs->insert(b.logs, [](const LogLine &l, Statement &s) {
-            s.i64(l.tNs);
-            s.i64(l.node);
-            s.text(l.text);
-        });
-        m_tensors->insert(b.tensors, [](const TensorRecord &t, Statement &s) {
-            s.i64(t.tNs);
-            s.u64(t.pauseId);
-            s.i64(t.node);
-            s.i64(t.step);
-            s.i64(int(t.collective));
-            s.u64(t.seq);
-            s.text(t.name);
-            s.i64(int(t.before));
-            s.blob(t.snapshotJson);
-        });
+        m_memory->insert(b.memory);
+        m_metrics->insert(b.metrics);
+        m_logs->insert(b.logs);
+        m_tensors->insert(b.tensors);
         // The maxima travel in the same transaction as the rows they cover,
         // so an interrupted file is consistent too.
         if (m_maxFrameNs != m_writtenMaxFrameNs) {
@@ -338,17 +313,12 @@ public:
 private:
     void prepareStatements()
     {
-        m_frames =
-            std::make_unique<BulkInsert>(m_db, "frames", "t_end,id,t_start,side,src,dst,kind,seq,tag,bytes");
-        m_spans = std::make_unique<BulkInsert>(m_db, "spans",
-                                               "t_start,t_end,node,kind,name,step,collective,seq,bytes");
-        m_memory = std::make_unique<BulkInsert>(
-            m_db, "memory",
-            "t,node,step,params,grads,optimizer,activations,comm,live,peak,collective,seq,before");
-        m_metrics = std::make_unique<BulkInsert>(m_db, "metrics", "t,step,node,name,value");
-        m_logs = std::make_unique<BulkInsert>(m_db, "logs", "t,node,text");
-        m_tensors = std::make_unique<BulkInsert>(
-            m_db, "tensors", "t,pause_id,node,step,collective,seq,name,before,snapshot_json");
+        m_frames = std::make_unique<BulkInsert>(m_db, "frames", EventRows::kFrameColumns);
+        m_spans = std::make_unique<BulkInsert>(m_db, "spans", EventRows::kSpanColumns);
+        m_memory = std::make_unique<BulkInsert>(m_db, "memory", EventRows::kMemoryColumns);
+        m_metrics = std::make_unique<BulkInsert>(m_db, "metrics", EventRows::kMetricColumns);
+        m_logs = std::make_unique<BulkInsert>(m_db, "logs", EventRows::kLogColumns);
+        m_tensors = std::make_unique<BulkInsert>(m_db, "tensors", EventRows::kTensorColumns);
         m_meta = std::make_unique<Statement>(m_db, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)");
         m_begin = std::make_unique<Statement>(m_db, "BEGIN");
         m_commit = std::make_unique<Statement>(m_db, "COMMIT");

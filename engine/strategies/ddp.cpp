@@ -22,10 +22,11 @@
 // Holds: all parameters, all gradients, all optimizer state (Adam: 2x params).
 // Bytes on the wire per node per step: 2(N-1)/N x 4P sent and the same
 // received (P = parameter count), in ceil(4P / bucketBytes) all-reduces.
-#include "strategies.h"
+#include "ddp.h"
+
+#include "flat_state.h"
 
 #include "engine/comm_queue.h"
-#include "engine/flat_params.h"
 #include "engine/memory_tracker.h"
 #include "engine/tensor_bridge.h"
 #include "net/communicator.h"
@@ -38,9 +39,9 @@ namespace smol::engine {
 
 namespace {
 
-class DdpStrategy : public Strategy {
+class DdpStrategy : public ReplicatedFlatState {
 public:
-    std::string name() const override { return "ddp"; }
+    std::string name() const override { return strategies::kDdp.name; }
 
     // The hooks point at this strategy: they go with it, whoever else still
     // holds the parameters' accumulators (a graph kept alive, a model that
@@ -54,10 +55,7 @@ public:
 
     void setup(NodeContext &ctx) override
     {
-        m_ctx = ctx;
-        m_flat = std::make_unique<FlatParams>(ctx.model->namedParameters());
-        m_flat->attachGrads();
-        m_opt = std::make_unique<FlatOptimizer>(ctx.optimizer, m_flat->numel());
+        holdEverything(ctx);
 
         // Buckets: consecutive parameters from the last one backwards.
         const auto &slots = m_flat->slots();
@@ -94,28 +92,12 @@ public:
             b.ready = 0;
         m_slotReady.assign(m_slotReady.size(), false);
         m_launched = 0;
-        const torch::Tensor loss =
-            timed(m_ctx, SpanEvent::Kind::Forward, step, [&] { return m_ctx.model->loss(localBatch(m_ctx, step)); });
-        timed(m_ctx, SpanEvent::Kind::Backward, step,
-              [&] { weightedLoss(loss, batchWeight(m_ctx)).backward(); });
+        const torch::Tensor loss = forwardBackward(m_ctx, step);
         launchReady(/*all=*/true); // parameters that got no gradient still take part
         m_queue->drain();          // the optimizer waits for the last bucket
         timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] { m_opt->step(m_flat->values(), m_flat->grads()); });
         return loss.item<double>();
     }
-
-    MemoryBreakdown memory() const override { return heldBytes(m_flat->values(), m_flat->grads(), m_opt.get()); }
-
-    OptimizerMoments fullOptimizerState() override { return copiedMoments(*m_opt); }
-    bool loadOptimizerState(const OptimizerMoments &m, std::int64_t steps) override
-    {
-        m_opt->load(m.exp, m.expSq, steps);
-        return true;
-    }
-
-    torch::Tensor fullParameters() override { return m_flat->values().clone(); }
-
-    std::vector<ShardRange> shards() const override { return replicatedShardMap(m_flat->slots()); }
 
 private:
     struct Bucket {
@@ -173,9 +155,6 @@ private:
         }
     }
 
-    NodeContext m_ctx;
-    std::unique_ptr<FlatParams> m_flat;
-    std::unique_ptr<FlatOptimizer> m_opt;
     std::vector<Bucket> m_buckets;
     std::vector<std::size_t> m_bucketOf;
     std::vector<bool> m_slotReady; // this step's gradient has been accumulated, by slot
@@ -187,9 +166,6 @@ private:
 
 } // namespace
 
-std::unique_ptr<Strategy> makeDdpStrategy()
-{
-    return std::make_unique<DdpStrategy>();
-}
+std::unique_ptr<Strategy> strategies::makeDdp() { return std::make_unique<DdpStrategy>(); }
 
 } // namespace smol::engine

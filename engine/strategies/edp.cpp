@@ -40,7 +40,9 @@
 // Bytes on the wire per worker step: 4P + 32 up (header, gradients) and
 // 4P + 32 down (header, parameters). Per server update the server's link
 // carries the same 8P + 64, but no worker waits for the slowest one.
-#include "strategies.h"
+#include "edp.h"
+
+#include "engine/strategy.h"
 
 #include "engine/flat_params.h"
 #include "engine/memory_tracker.h"
@@ -107,7 +109,7 @@ public:
         joinHandlers();
     }
 
-    std::string name() const override { return "edp"; }
+    std::string name() const override { return strategies::kEdp.name; }
 
     void setup(NodeContext &ctx) override
     {
@@ -140,9 +142,9 @@ public:
     // loss its worker pushed. Worker: one pull-compute-push round.
     double step(std::int64_t step) override { return isServer() ? awaitUpdate(step) : work(step); }
 
-    MemoryBreakdown memory() const override
+    net::MemoryByCategory memory() const override
     {
-        MemoryBreakdown m;
+        net::MemoryByCategory m;
         m.params = m_flat->values().nbytes();
         if (isServer()) {
             for (const auto &t : m_opt->state())
@@ -457,9 +459,6 @@ private:
 
 } // namespace
 
-std::unique_ptr<Strategy> makeEdpStrategy()
-{
-    return std::make_unique<EdpStrategy>();
-}
+std::unique_ptr<Strategy> strategies::makeEdp() { return std::make_unique<EdpStrategy>(); }
 
 } // namespace smol::engine

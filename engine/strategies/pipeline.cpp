@@ -29,7 +29,9 @@
 // bytes in all; a stage other than the first sends as many bytes of
 // activation gradients backward. Once per run, 9 int64 (the activation's
 // shape) per boundary; fullParameters() broadcasts each stage's parameters.
-#include "strategies.h"
+#include "pipeline.h"
+
+#include "engine/strategy.h"
 
 #include "engine/flat_params.h"
 #include "engine/placement.h"
@@ -85,7 +87,7 @@ Placement placementFor(TrainModel &model, const NodeContext &ctx)
 
 class PipelineStrategy : public Strategy {
 public:
-    std::string name() const override { return "pipeline"; }
+    std::string name() const override { return strategies::kPipeline.name; }
     bool isDataParallel() const override { return false; }
     int batchShares(int /*nodes*/) const override { return 1; }
 
@@ -184,7 +186,7 @@ public:
         return isLast() ? m_lossSum / double(M) : std::nan("");
     }
 
-    MemoryBreakdown memory() const override
+    net::MemoryByCategory memory() const override
     {
         return heldBytes(m_flat->values(), m_flat->grads(), m_opt.get());
     }
@@ -326,9 +328,6 @@ private:
 
 } // namespace
 
-std::unique_ptr<Strategy> makePipelineStrategy()
-{
-    return std::make_unique<PipelineStrategy>();
-}
+std::unique_ptr<Strategy> strategies::makePipeline() { return std::make_unique<PipelineStrategy>(); }
 
 } // namespace smol::engine

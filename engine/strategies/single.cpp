@@ -4,25 +4,19 @@
 // optimizer update of the whole flat parameter buffer.
 // Holds: all parameters, all gradients, all optimizer state.
 // Bytes on the wire: none.
-#include "strategies.h"
+#include "single.h"
 
-#include "engine/flat_params.h"
+#include "flat_state.h"
 
 namespace smol::engine {
 
 namespace {
 
-class SingleStrategy : public Strategy {
+class SingleStrategy : public ReplicatedFlatState {
 public:
-    std::string name() const override { return "single"; }
+    std::string name() const override { return strategies::kSingle.name; }
 
-    void setup(NodeContext &ctx) override
-    {
-        m_ctx = ctx;
-        m_flat = std::make_unique<FlatParams>(ctx.model->namedParameters());
-        m_flat->attachGrads();
-        m_opt = std::make_unique<FlatOptimizer>(ctx.optimizer, m_flat->numel());
-    }
+    void setup(NodeContext &ctx) override { holdEverything(ctx); }
 
     double step(std::int64_t step) override
     {
@@ -33,31 +27,10 @@ public:
         timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] { m_opt->step(m_flat->values(), m_flat->grads()); });
         return loss.item<double>();
     }
-
-    MemoryBreakdown memory() const override { return heldBytes(m_flat->values(), m_flat->grads(), m_opt.get()); }
-
-    OptimizerMoments fullOptimizerState() override { return copiedMoments(*m_opt); }
-    bool loadOptimizerState(const OptimizerMoments &m, std::int64_t steps) override
-    {
-        m_opt->load(m.exp, m.expSq, steps);
-        return true;
-    }
-
-    torch::Tensor fullParameters() override { return m_flat->values().clone(); }
-
-    std::vector<ShardRange> shards() const override { return replicatedShardMap(m_flat->slots()); }
-
-private:
-    NodeContext m_ctx;
-    std::unique_ptr<FlatParams> m_flat;
-    std::unique_ptr<FlatOptimizer> m_opt;
 };
 
 } // namespace
 
-std::unique_ptr<Strategy> makeSingleStrategy()
-{
-    return std::make_unique<SingleStrategy>();
-}
+std::unique_ptr<Strategy> strategies::makeSingle() { return std::make_unique<SingleStrategy>(); }
 
 } // namespace smol::engine

@@ -17,7 +17,9 @@
 // Bytes on the wire per step: each worker sends 4P and receives 4P; the
 // server receives (N-1) x 4P and sends (N-1) x 4P. The server's link carries
 // N-1 times a worker's traffic: the bottleneck ring all-reduce removes.
-#include "strategies.h"
+#include "syncps.h"
+
+#include "engine/strategy.h"
 
 #include "engine/flat_params.h"
 #include "engine/tensor_bridge.h"
@@ -32,7 +34,7 @@ namespace {
 
 class SyncPsStrategy : public Strategy {
 public:
-    std::string name() const override { return "syncps"; }
+    std::string name() const override { return strategies::kSyncPs.name; }
 
     void setup(NodeContext &ctx) override
     {
@@ -73,9 +75,9 @@ public:
         return loss.item<double>();
     }
 
-    MemoryBreakdown memory() const override
+    net::MemoryByCategory memory() const override
     {
-        MemoryBreakdown m;
+        net::MemoryByCategory m;
         m.params = m_flat->values().nbytes();
         if (isServer()) {
             m.grads = m_sum.nbytes();
@@ -125,9 +127,6 @@ private:
 
 } // namespace
 
-std::unique_ptr<Strategy> makeSyncPsStrategy()
-{
-    return std::make_unique<SyncPsStrategy>();
-}
+std::unique_ptr<Strategy> strategies::makeSyncPs() { return std::make_unique<SyncPsStrategy>(); }
 
 } // namespace smol::engine

@@ -29,10 +29,12 @@
 // Bytes on the wire per node per step: 4 nLayer ring all-reduces of 4BTC
 // bytes = 4 nLayer x 2(N-1)/N x 4BTC sent, the same received. Activations,
 // not parameters: it grows with batch and sequence, not with model size.
-#include "strategies.h"
+#include "tensor.h"
+
+#include "engine/strategy.h"
 
 #include "engine/flat_params.h"
-#include "engine/gpt_model.h"
+#include "engine/models/gpt_model.h"
 #include "engine/tensor_bridge.h"
 #include "net/communicator.h"
 
@@ -122,7 +124,7 @@ void checkTensorParallel(const std::string &kind, std::int64_t nHead, int nodes)
 
 class TensorStrategy : public Strategy {
 public:
-    std::string name() const override { return "tensor"; }
+    std::string name() const override { return strategies::kTensorParallel.name; }
     bool isDataParallel() const override { return false; }
     int batchShares(int) const override { return 1; }
     void checkContext(const ModelConfig &model, const NodeContext &ctx) const override
@@ -200,9 +202,9 @@ public:
         return loss.item<double>();
     }
 
-    MemoryBreakdown memory() const override
+    net::MemoryByCategory memory() const override
     {
-        MemoryBreakdown m;
+        net::MemoryByCategory m;
         m.params = std::int64_t(m_flat->values().nbytes());
         m.grads = std::int64_t(m_flat->grads().nbytes());
         for (const auto &t : m_opt->state())
@@ -347,9 +349,6 @@ private:
 
 } // namespace
 
-std::unique_ptr<Strategy> makeTensorStrategy()
-{
-    return std::make_unique<TensorStrategy>();
-}
+std::unique_ptr<Strategy> strategies::makeTensorParallel() { return std::make_unique<TensorStrategy>(); }
 
 } // namespace smol::engine

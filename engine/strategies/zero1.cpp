@@ -17,79 +17,41 @@
 // Bytes on the wire per node per step: (N-1)/N x 4P (reduce-scatter) +
 // (N-1)/N x 4P (all-gather) = 2(N-1)/N x 4P sent, the same received: ddp's
 // traffic, as the paper has it (only stage 3 costs 1.5x).
-#include "strategies.h"
+#include "zero1.h"
 
-#include "engine/flat_params.h"
+#include "flat_state.h"
+
 #include "engine/tensor_bridge.h"
-#include "net/communicator.h"
 
 namespace smol::engine {
 
 namespace {
 
-class Zero1Strategy : public Strategy {
+class Zero1Strategy : public ShardedOptimizerState {
 public:
-    std::string name() const override { return "zero1"; }
+    std::string name() const override { return strategies::kZero1.name; }
 
     void setup(NodeContext &ctx) override
     {
-        m_ctx = ctx;
-        m_flat = std::make_unique<FlatParams>(ctx.model->namedParameters());
-        m_flat->attachGrads();
-        m_shard = net::Communicator::chunk(std::size_t(m_flat->numel()), ctx.nodes, ctx.rank);
-        m_opt = std::make_unique<FlatOptimizer>(ctx.optimizer, std::int64_t(m_shard.count));
+        holdOptimizerChunk(ctx);
+        m_flat->attachGrads(); // stage 1 keeps the full gradient buffer
     }
 
     double step(std::int64_t step) override
     {
         m_flat->grads().zero_();
-        const torch::Tensor loss =
-            timed(m_ctx, SpanEvent::Kind::Forward, step, [&] { return m_ctx.model->loss(localBatch(m_ctx, step)); });
-        timed(m_ctx, SpanEvent::Kind::Backward, step,
-              [&] { weightedLoss(loss, batchWeight(m_ctx)).backward(); });
+        const torch::Tensor loss = forwardBackward(m_ctx, step);
         m_ctx.comm->reduceScatter(viewOf(m_flat->grads()), net::ReduceOp::Average, "grads");
         timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] { m_opt->step(mine(m_flat->values()), mine(m_flat->grads())); });
         m_ctx.comm->allGather(viewOf(m_flat->values()), "params");
         return loss.item<double>();
     }
 
-    MemoryBreakdown memory() const override { return heldBytes(m_flat->values(), m_flat->grads(), m_opt.get()); }
-
-    // Every node holds its chunk of the moments.
-    OptimizerMoments fullOptimizerState() override
-    {
-        return gatheredMoments(*m_opt, m_flat->numel(), m_shard, *m_ctx.comm);
-    }
-    bool loadOptimizerState(const OptimizerMoments &m, std::int64_t steps) override
-    {
-        loadMomentsChunk(*m_opt, m, m_shard, steps);
-        return true;
-    }
-
-    torch::Tensor fullParameters() override { return m_flat->values().clone(); }
-
-    std::vector<ShardRange> shards() const override
-    {
-        return chunkedShardMap(m_flat->slots(), m_flat->numel(), m_ctx.nodes, /*materialisedOwner=*/-1);
-    }
-
-private:
-    torch::Tensor mine(const torch::Tensor &flat) const
-    {
-        return flat.narrow(0, std::int64_t(m_shard.offset), std::int64_t(m_shard.count));
-    }
-
-    NodeContext m_ctx;
-    std::unique_ptr<FlatParams> m_flat;
-    std::unique_ptr<FlatOptimizer> m_opt;
-    net::ChunkRange m_shard;
+    net::MemoryByCategory memory() const override { return heldBytes(m_flat->values(), m_flat->grads(), m_opt.get()); }
 };
 
 } // namespace
 
-std::unique_ptr<Strategy> makeZero1Strategy()
-{
-    return std::make_unique<Zero1Strategy>();
-}
+std::unique_ptr<Strategy> strategies::makeZero1() { return std::make_unique<Zero1Strategy>(); }
 
 } // namespace smol::engine

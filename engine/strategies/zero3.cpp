@@ -36,7 +36,9 @@
 // (N-1)/N x 4P (backward gather) + (N-1)/N x 4P (reduce-scatter) =
 // 3(N-1)/N x 4P sent, the same received: 1.5x ddp's traffic for 1/N of its
 // memory.
-#include "strategies.h"
+#include "zero3.h"
+
+#include "engine/strategy.h"
 
 #include "engine/comm_queue.h"
 #include "engine/flat_params.h"
@@ -68,7 +70,7 @@ struct GatheredLayer : torch::autograd::Function<GatheredLayer> {
 
 class Zero3Strategy : public Strategy {
 public:
-    std::string name() const override { return "zero3"; }
+    std::string name() const override { return strategies::kZero3.name; }
 
     void setup(NodeContext &ctx) override
     {
@@ -239,9 +241,9 @@ public:
     // all-gather is filling counts in comm until the gather has ended (then
     // it is the layer, in params), and so does the full gradient buffer a
     // reduce-scatter averages.
-    MemoryBreakdown memory() const override
+    net::MemoryByCategory memory() const override
     {
-        MemoryBreakdown m;
+        net::MemoryByCategory m;
         for (std::size_t k = 0; k < m_shards.size(); ++k) {
             const Shard &s = m_shards[k];
             m.params += s.values.nbytes();
@@ -369,9 +371,6 @@ torch::autograd::variable_list GatheredLayer::backward(torch::autograd::Autograd
 
 } // namespace
 
-std::unique_ptr<Strategy> makeZero3Strategy()
-{
-    return std::make_unique<Zero3Strategy>();
-}
+std::unique_ptr<Strategy> strategies::makeZero3() { return std::make_unique<Zero3Strategy>(); }
 
 } // namespace smol::engine

@@ -51,6 +51,19 @@ template <typename T> void divT(void *buf, std::size_t n, int world)
     }
 }
 
+// Calls f with a value of dtype's element type: the one place a kernel is
+// chosen by dtype.
+template <class F> void withElementType(DType dtype, F &&f)
+{
+    switch (dtype) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    case DType::Int64: return f(std::int64_t{});
+    case DType::Int32: return f(std::int32_t{});
+    case DType::UInt8: return f(std::uint8_t{});
+    }
+}
+
 constexpr unsigned kSegmentBits = 16;
 constexpr unsigned kStepBits = 12;
 
@@ -58,26 +71,14 @@ constexpr unsigned kStepBits = 12;
 
 void reduceSum(DType dtype, void *acc, const void *in, std::size_t count)
 {
-    switch (dtype) {
-    case DType::Float32: return sumT<float>(acc, in, count);
-    case DType::Float64: return sumT<double>(acc, in, count);
-    case DType::Int64: return sumT<std::int64_t>(acc, in, count);
-    case DType::Int32: return sumT<std::int32_t>(acc, in, count);
-    case DType::UInt8: return sumT<std::uint8_t>(acc, in, count);
-    }
+    withElementType(dtype, [&](auto element) { sumT<decltype(element)>(acc, in, count); });
 }
 
 void divideBy(DType dtype, void *buf, std::size_t count, int world)
 {
     if (world <= 1)
         return;
-    switch (dtype) {
-    case DType::Float32: return divT<float>(buf, count, world);
-    case DType::Float64: return divT<double>(buf, count, world);
-    case DType::Int64: return divT<std::int64_t>(buf, count, world);
-    case DType::Int32: return divT<std::int32_t>(buf, count, world);
-    case DType::UInt8: return divT<std::uint8_t>(buf, count, world);
-    }
+    withElementType(dtype, [&](auto element) { divT<decltype(element)>(buf, count, world); });
 }
 
 std::uint32_t tagOf(unsigned phase, unsigned step, unsigned segment)

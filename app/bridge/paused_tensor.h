@@ -1,0 +1,18 @@
+// An engine tensor snapshot as the inspector shows it: the live pause
+// (EngineController) and a recorded one (ReplayController) go through here.
+#pragma once
+
+#include "engine/breakpoints/tensor_snapshot.h"
+#include "widgets/tensor_inspector.h"
+
+namespace smol::engine {
+struct PauseState;
+}
+
+namespace smol::app {
+
+widgets::PausedTensor pausedTensorOf(const engine::TensorSnapshot &snapshot);
+// A live pause whole: why, whether every node is held, inputs and results.
+widgets::PauseView pauseViewOf(const engine::PauseState &state);
+
+} // namespace smol::app

@@ -1,0 +1,294 @@
+// smolcluster: the GUI. Wiring only: parse the options, start the engine
+// bridge (a coordinator and N local nodes, threads of this process talking
+// the same authenticated TCP protocol remote nodes use), show the window.
+// The GUI thread never waits on the network or on training.
+#include "app/replay/compare_controller.h"
+#include "app/bridge/engine_controller.h"
+#include "gui_options.h"
+#include "lesson_ui.h"
+#include "mainwindow.h"
+#include "widgets/timeline/timeline_view.h"
+#include "app/replay/replay_controller.h"
+
+#include <QApplication>
+#include <QImage>
+#include <QPixmap>
+#include <QTimer>
+
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <memory>
+
+namespace {
+
+using smol::app::GuiOptions;
+
+const char kUsage[] = R"(Usage: smolcluster [--nodes N] [--strategy S] [--backend B] [--steps K] [--projector]
+                   [--listen PORT --token T [--advertise ADDR]] [--timeline-budget MIB]
+                   [--replay SESSION [--compare SESSION]] [--lesson NAME|FILE [--lesson-step K]]
+                   [--screenshot FILE.png]
+
+Opens the control panel with a ready local cluster: N nodes that are
+threads of this process, joined to its coordinator over authenticated TCP
+exactly as `smolctl node` processes on other machines join it. Choose a
+strategy and press Start.
+
+Other machines join with the command Cluster > Remote nodes shows:
+  smolctl node --join ADDR:PORT --token T
+For a command that stays the same from one start to the next (one to
+write on the board), fix the port and token with --listen and --token, or
+in Cluster > Remote nodes, which remembers them for the next start.
+Without either: any free port and a new random token at every start.
+
+Options:
+  --nodes N              local nodes, 1 to 64 (default 4)
+  --strategy S           strategy preselected in the tool bar (default ddp)
+  --backend B            who runs the collectives: ours (every packet on the
+                         timeline) or gloo (c10d's ProcessGroupGloo: one
+                         span per collective; docs/runtime.md) (default ours)
+  --steps K              steps preselected in the tool bar (default 300)
+  --projector            start in projector mode (large fonts, high contrast)
+  --listen PORT          the port other machines' nodes join on, 1 to 65535
+                         (default: the remembered one, else any free port)
+  --token T              the token they join with (default: the remembered
+                         one, else random)
+  --advertise ADDR       the address other machines reach this one at: the
+                         local nodes' data-plane address and the host in the
+                         join command (for a machine with several networks
+                         or behind NAT; default: worked out per peer)
+  --timeline-budget MIB  memory the live timeline may keep (default 256 MiB,
+                         about the last 6 minutes of a 4-node ddp run in
+                         full; older events leave the view, never a
+                         recording; 0: keep everything)
+  --replay SESSION       open a recorded session (`smolctl train --record`,
+                         or Ctrl+R here) in the window, as File > Open does
+  --compare SESSION      with --replay A: open B beside it, as File > Compare
+                         with... does (one scrubber moves both)
+  --screenshot FILE.png  train K steps (default 20) at once, save the window
+                         to FILE.png when the run ends and exit (0 if the
+                         run finished and the image is not blank); with
+                         --replay, move the replay to step K (default: the
+                         end) and save the window then
+  --lesson NAME|FILE     open a lesson (`smolctl lesson --list`, or a .lesson
+                         file; docs/lessons.md) once the local nodes have
+                         joined, as the Lessons menu does
+  --lesson-step K        run it to step K, revealing each step's numbers on
+                         the way (with --screenshot: save the window there and
+                         exit, 0 if every step was reached)
+  -h, --help             show this help
+  --version              print the version
+
+Keys: Ctrl+Return start, Space pause/resume, N step one collective,
+Ctrl+. stop, Ctrl+R record the next run, Ctrl+O open a session,
+Ctrl+W close it, Ctrl+P projector mode, F11 full screen, Ctrl+Q quit.
+Lesson: Page Down or Right next (or reveal), Page Up or Left back, B blank
+the screen, Ctrl+L open a lesson file.
+Replay: Space play/pause, [ and ] (or N) previous/next collective.
+Timeline: wheel zoom, drag pan, Shift+drag zoom to a range, click for
+details, + - zoom, Home fit, End follow, Z zoom to the selection,
+Ctrl+G go to a step, Ctrl+Shift+P save it as PNG, Ctrl+Shift+T export the
+session as Chrome trace JSON.
+)";
+
+GuiOptions parseOptions(const QStringList &args)
+{
+    return smol::app::parseGuiOptions(args);
+}
+
+// Returns an exit code when the options say not to start the GUI, else -1.
+int handleEarly(const GuiOptions &options)
+{
+    if (!options.error.isEmpty()) {
+        std::fprintf(stderr, "smolcluster: %s (try --help)\n", qPrintable(options.error));
+        return 2;
+    }
+    if (options.help) {
+        std::fputs(kUsage, stdout);
+        return 0;
+    }
+    if (options.version) {
+        std::printf("smolcluster %s\n", SMOL_VERSION);
+        return 0;
+    }
+    return -1;
+}
+
+// A grab with a single colour everywhere is a broken window, not a screenshot.
+bool isBlank(const QImage &image)
+{
+    if (image.isNull())
+        return true;
+    const QRgb first = image.pixel(0, 0);
+    for (int y = 0; y < image.height(); y += 7)
+        for (int x = 0; x < image.width(); x += 7)
+            if (image.pixel(x, y) != first)
+                return false;
+    return true;
+}
+
+} // namespace
+
+// Saves the window to `file` (after the last snapshot reached every view)
+// and ends the application: 0 when `ok` and the image is not blank.
+void grabAndExit(QWidget &window, const QString &file, bool ok)
+{
+    QTimer::singleShot(400, &window, [&window, file, ok] {
+        const QImage image = window.grab().toImage();
+        if (isBlank(image) || !image.save(file)) {
+            std::fprintf(stderr, "smolcluster: could not write a non-blank screenshot to %s\n", qPrintable(file));
+            QCoreApplication::exit(1);
+            return;
+        }
+        std::printf("smolcluster: screenshot saved to %s\n", qPrintable(file));
+        QCoreApplication::exit(ok ? 0 : 1);
+    });
+}
+
+// Calls `then` once `nodes` local nodes are idle in the cluster (they join
+// in the background); after 60 s without them, says so and exits 1.
+void whenNodesJoined(smol::app::EngineController &engine, QWidget &window, int nodes, std::function<void()> then)
+{
+    auto *poll = new QTimer(&window);
+    auto waited = std::make_shared<int>(0);
+    QObject::connect(poll, &QTimer::timeout, &window, [&engine, poll, nodes, waited, then] {
+        if (++*waited > 600) { // 60 s
+            poll->stop();
+            std::fprintf(stderr, "smolcluster: the local nodes did not join within 60 s\n");
+            QCoreApplication::exit(1);
+            return;
+        }
+        if (engine.isRunning() || engine.readyNodes() < nodes)
+            return;
+        poll->stop();
+        then();
+    });
+    poll->start(100);
+}
+
+// --lesson NAME [--lesson-step K] [--screenshot FILE]: once the local nodes
+// have joined, open the lesson, run it to step K (revealing on the way) and
+// save the window.
+int runLesson(QApplication &app, smol::app::EngineController &engine, smol::app::MainWindow &window,
+              const GuiOptions &options)
+{
+    whenNodesJoined(engine, window, options.nodes, [&window, options] {
+        QString error;
+        if (!window.lessons()->open(options.lesson, &error, /*quiet=*/true)) {
+            std::fprintf(stderr, "smolcluster: %s\n", qPrintable(error));
+            QCoreApplication::exit(2);
+            return;
+        }
+        if (options.lessonStep < 0 && options.screenshot.isEmpty())
+            return;
+        window.lessons()->runTo(std::max(1, options.lessonStep), [&window, options](bool ok, const QString &why) {
+            if (!ok)
+                std::fprintf(stderr, "smolcluster: lesson: %s\n", qPrintable(why));
+            else
+                std::printf("smolcluster: lesson at step %d\n", std::max(1, options.lessonStep));
+            if (!options.screenshot.isEmpty())
+                grabAndExit(window, options.screenshot, ok);
+            else if (!ok)
+                QCoreApplication::exit(1);
+        });
+    });
+    return app.exec();
+}
+
+int main(int argc, char **argv)
+{
+    // Help, version and bad values must not need a display, so parse once
+    // before QApplication exists; Qt's own options (-platform …) only parse
+    // after QApplication has removed them.
+    QStringList rawArgs;
+    for (int i = 0; i < argc; ++i)
+        rawArgs << QString::fromLocal8Bit(argv[i]);
+    if (const GuiOptions early = parseOptions(rawArgs); early.parsed) {
+        if (const int code = handleEarly(early); code >= 0)
+            return code;
+    }
+
+    QApplication app(argc, argv);
+    QApplication::setApplicationName(QStringLiteral("smolcluster"));
+    QApplication::setApplicationVersion(QStringLiteral(SMOL_VERSION));
+    QGuiApplication::setDesktopFileName(QStringLiteral("smolcluster"));
+    const GuiOptions options = parseOptions(QCoreApplication::arguments());
+    if (const int code = handleEarly(options); code >= 0)
+        return code;
+
+    // The flags, else what the Remote nodes dialog remembered, else any
+    // free port and a random token.
+    const smol::app::ListenSettings listen =
+        smol::app::effectiveListenSettings(options.listen, smol::app::rememberedListenSettings());
+    std::unique_ptr<smol::app::EngineController> engineOwner;
+    try {
+        engineOwner = std::make_unique<smol::app::EngineController>(
+            smol::app::ClusterOptions{options.nodes, listen.port, listen.token, listen.advertise});
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "smolcluster: %s\n", e.what());
+        return 1;
+    }
+    smol::app::EngineController &engine = *engineOwner;
+    smol::app::MainWindow window(&engine);
+    smol::app::RunSettings settings = window.settings();
+    settings.strategy = options.strategy;
+    settings.backend = options.backend;
+    settings.nodes = options.nodes;
+    if (options.steps > 0)
+        settings.steps = options.steps;
+    else if (!options.screenshot.isEmpty())
+        settings.steps = 20;
+    window.setSettings(settings);
+    window.setProjectorMode(options.projector);
+    window.timeline()->setLiveMemoryBudget(std::size_t(options.timelineBudgetMiB) << 20);
+    window.show();
+
+    if (!options.replay.isEmpty()) {
+        QString error;
+        if (!window.openSession(options.replay, &error, /*quiet=*/true)) {
+            std::fprintf(stderr, "smolcluster: %s\n", qPrintable(error));
+            return 1;
+        }
+        if (!options.compare.isEmpty()) {
+            if (!window.compare()->open(options.compare, &error, /*quiet=*/true)) {
+                std::fprintf(stderr, "smolcluster: %s\n", qPrintable(error));
+                return 1;
+            }
+            window.showView(QStringLiteral("memory")); // both runs' bars side by side
+        }
+    }
+    if (!options.lesson.isEmpty())
+        return runLesson(app, engine, window, options);
+    if (!options.screenshot.isEmpty()) {
+        const QString file = options.screenshot;
+        auto grab = [&window, file](bool finished) { grabAndExit(window, file, finished); };
+        if (!options.replay.isEmpty()) {
+            smol::app::ReplayController *replay = window.replay();
+            if (options.steps > 0) {
+                if (!replay->seekToStep(options.steps)) {
+                    std::fprintf(stderr, "smolcluster: %s has no step %d\n", qPrintable(options.replay), options.steps);
+                    return 1;
+                }
+            } else {
+                replay->seek(replay->endNs());
+            }
+            grab(true);
+            return app.exec();
+        }
+        QObject::connect(&engine, &smol::app::EngineController::runFinished, &window, [grab](const QString &summary) {
+            std::printf("smolcluster: %s\n", qPrintable(summary));
+            grab(true);
+        });
+        QObject::connect(&engine, &smol::app::EngineController::runFailed, &window, [grab](const QString &reason) {
+            std::fprintf(stderr, "smolcluster: the run failed: %s\n", qPrintable(reason));
+            grab(false);
+        });
+        QObject::connect(&window, &smol::app::MainWindow::runRefused, &window, [grab](const QString &reason) {
+            std::fprintf(stderr, "smolcluster: %s\n", qPrintable(reason));
+            grab(false);
+        });
+        // Start once every local node has joined (they connect in the background).
+        whenNodesJoined(engine, window, options.nodes, [&window] { window.startRun(); });
+    }
+    return app.exec();
+}

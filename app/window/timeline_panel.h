@@ -1,0 +1,56 @@
+// The Timeline dock's page: the timeline itself, a row to go to a step,
+// fit, follow or save a PNG, and under it the line that says what the
+// clicked item is, with "Replay from here" while a recording is shown. It
+// asks the window for what goes beyond the timeline (a step in a replay
+// moves the whole window; a PNG needs a file name); the window says what an
+// item is (describe a hit, find its tensors).
+#pragma once
+
+#include <QWidget>
+
+#include <functional>
+
+class QLabel;
+class QPushButton;
+class QSpinBox;
+
+namespace smol::engine {
+class SessionReader;
+}
+
+namespace smol::widgets {
+class TimelineView;
+}
+
+namespace smol::app {
+
+class TimelinePanel : public QWidget {
+    Q_OBJECT
+
+public:
+    explicit TimelinePanel(QWidget *parent = nullptr);
+
+    widgets::TimelineView *view() const { return m_view; }
+    // What the rows are, until an item is clicked (on Gloo: its packets are not visible).
+    void showHint(bool gloo = false);
+    // A clicked item's details (one line); "Replay from here" with it in a replay.
+    void showDetails(const QString &text, bool canSeek);
+    void hideSeek();
+    void focusStepField(); // Ctrl+G
+    // The whole recording, the playhead just after `beginNs`. A long file
+    // shows a progress dialog. Throws engine::SessionError for a damaged file.
+    void loadRecording(const engine::SessionReader &reader, qint64 beginNs);
+
+Q_SIGNALS:
+    void stepRequested(int step);
+    void seekRequested(qint64 ns); // where the selected item starts, just before it
+    void pngRequested();
+
+private:
+    widgets::TimelineView *m_view = nullptr;
+    QSpinBox *m_jumpStep = nullptr;
+    QLabel *m_details = nullptr;
+    QPushButton *m_seekHere = nullptr;
+};
+
+} // namespace smol::app

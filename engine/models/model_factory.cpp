@@ -1,0 +1,33 @@
+// makeModel: from a ModelConfig's kind to a TrainModel. Knows the names of
+// the models; the models know their sizes.
+#include "engine/models/gpt_model.h"
+#include "engine/models/mlp_model.h"
+#include "engine/models/model.h"
+#include "engine/models/torchscript_model.h"
+
+#include <stdexcept>
+
+namespace smol::engine {
+
+namespace {
+
+bool endsWith(const std::string &s, const std::string &suffix)
+{
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+} // namespace
+
+std::unique_ptr<TrainModel> makeModel(const ModelConfig &config)
+{
+    if (config.kind == "mlp")
+        return std::make_unique<MlpModel>(config.seed);
+    if (config.kind == "gpt")
+        return std::make_unique<GptModel>(config);
+    if (endsWith(config.kind, ".pt"))
+        return std::make_unique<TorchScriptModel>(config.kind);
+    throw std::invalid_argument("unknown model kind '" + config.kind +
+                                "': expected mlp, gpt or a TorchScript file ending in .pt");
+}
+
+} // namespace smol::engine
