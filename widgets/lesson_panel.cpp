@@ -249,7 +249,7 @@ private:
 };
 
 LessonPanel::LessonPanel(QWidget *parent)
-    : QWidget(parent)
+    : ProjectorWidget(parent)
 {
     auto *outer = new QVBoxLayout(this);
     m_header = new WrappingLabel(this);
@@ -360,11 +360,8 @@ const LessonStepView &LessonPanel::view() const
     return m_view;
 }
 
-void LessonPanel::setProjectorMode(bool on)
+void LessonPanel::projectorModeChanged()
 {
-    if (on == m_projector)
-        return;
-    m_projector = on;
     applyStyle();
     updateTexts();
 }

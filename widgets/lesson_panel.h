@@ -25,6 +25,8 @@
 #include <QPointer>
 #include <QString>
 #include <QVector>
+#include "widgets/projector_widget.h"
+
 #include <QWidget>
 
 QT_BEGIN_NAMESPACE
@@ -67,7 +69,7 @@ struct LessonStepView {
 class StepProgress;
 class WrappingLabel;
 
-class LessonPanel : public QWidget {
+class LessonPanel : public ProjectorWidget {
     Q_OBJECT
 public:
     explicit LessonPanel(QWidget *parent = nullptr);
@@ -75,8 +77,6 @@ public:
 
     void setView(const LessonStepView &view);
     const LessonStepView &view() const;
-    void setProjectorMode(bool on);
-    bool projectorMode() const { return m_projector; }
     // What the class predicted for reveal i of the current step ("" = nothing typed).
     QString prediction(int reveal) const;
     // The panel's keys work wherever focus is in the window while it is shown:
@@ -105,6 +105,7 @@ Q_SIGNALS:
 protected:
     void showEvent(QShowEvent *event) override;
     void hideEvent(QHideEvent *event) override;
+    void projectorModeChanged() override;
 
 private:
     // The widgets of one reveal block; rebuilt only for a new step.
@@ -126,7 +127,6 @@ private:
     void fieldReturnPressed(int reveal);
 
     LessonStepView m_view;
-    bool m_projector = false;
     bool m_hasView = false; // setView() was called: the index means something
 
     WrappingLabel *m_header = nullptr;

@@ -21,7 +21,7 @@ constexpr double kMiB = 1024.0 * 1024.0;
 } // namespace
 
 MemoryView::MemoryView(QWidget *parent)
-    : QWidget(parent)
+    : ProjectorWidget(parent)
 {
     setAttribute(Qt::WA_OpaquePaintEvent);
 }
@@ -35,15 +35,6 @@ void MemoryView::setState(ClusterStatePtr state)
 void MemoryView::setComparisonState(ClusterStatePtr b)
 {
     m_compare = std::move(b);
-    update();
-}
-
-void MemoryView::setProjectorMode(bool on)
-{
-    if (m_projector == on)
-        return;
-    m_projector = on;
-    updateGeometry();
     update();
 }
 

@@ -14,13 +14,15 @@
 #include <QRectF>
 #include <QSize>
 #include <QVector>
+#include "widgets/projector_widget.h"
+
 #include <QWidget>
 
 namespace smol::widgets {
 
 struct Palette;
 
-class MemoryView : public QWidget {
+class MemoryView : public ProjectorWidget {
     Q_OBJECT
 
 public:
@@ -33,10 +35,6 @@ public:
     // this snapshot, on the same scale; nullptr: none.
     void setComparisonState(ClusterStatePtr b);
     ClusterStatePtr comparisonState() const { return m_compare; }
-
-    // Large fonts, thick lines and the high-contrast palette.
-    void setProjectorMode(bool on);
-    bool projectorMode() const { return m_projector; }
 
     // Axis ticks in MiB: 0, step, 2 step, ... up to the first tick at or
     // above maxMiB, with step 1, 2 or 5 times a power of ten, about
@@ -87,7 +85,6 @@ private:
 
     ClusterStatePtr m_state;
     ClusterStatePtr m_compare;
-    bool m_projector = false;
 };
 
 } // namespace smol::widgets

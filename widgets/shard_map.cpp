@@ -204,7 +204,7 @@ struct ShardMapView::Geometry {
 };
 
 ShardMapView::ShardMapView(QWidget *parent)
-    : QWidget(parent)
+    : ProjectorWidget(parent)
     , m_model(new ShardMapModel(this))
 {
     setAttribute(Qt::WA_OpaquePaintEvent);
@@ -213,15 +213,6 @@ ShardMapView::ShardMapView(QWidget *parent)
         update();
     });
     connect(m_model, &QAbstractItemModel::dataChanged, this, qOverload<>(&QWidget::update));
-}
-
-void ShardMapView::setProjectorMode(bool on)
-{
-    if (on == m_projector)
-        return;
-    m_projector = on;
-    updateGeometry();
-    update();
 }
 
 QFont ShardMapView::viewFont() const

@@ -15,6 +15,8 @@
 
 #include <QAbstractTableModel>
 #include <QColor>
+#include "widgets/projector_widget.h"
+
 #include <QWidget>
 
 #include <vector>
@@ -74,7 +76,7 @@ private:
     int m_ranks = 0;
 };
 
-class ShardMapView : public QWidget {
+class ShardMapView : public ProjectorWidget {
     Q_OBJECT
 
 public:
@@ -83,9 +85,6 @@ public:
     ShardMapModel *model() const { return m_model; }
     void setState(ClusterStatePtr state) { m_model->setState(std::move(state)); }
 
-    // Larger type, thicker outlines and taller rows for a classroom projector.
-    void setProjectorMode(bool on);
-    bool projectorMode() const { return m_projector; }
 
     QSize sizeHint() const override;
     QSize minimumSizeHint() const override;
@@ -103,7 +102,6 @@ private:
     qreal legend(QPainter *p, const QRectF &area, const Geometry &g) const;
 
     ShardMapModel *m_model = nullptr;
-    bool m_projector = false;
 };
 
 } // namespace smol::widgets

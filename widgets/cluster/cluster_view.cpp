@@ -24,7 +24,7 @@ const NodeState *findNode(const ClusterState &state, int id)
 } // namespace
 
 ClusterView::ClusterView(QWidget *parent)
-    : QWidget(parent)
+    : ProjectorWidget(parent)
 {
     setAttribute(Qt::WA_OpaquePaintEvent);
 }
@@ -37,12 +37,9 @@ void ClusterView::setState(ClusterStatePtr state)
     update();
 }
 
-void ClusterView::setProjectorMode(bool on)
+void ClusterView::projectorModeChanged()
 {
-    if (m_projector == on)
-        return;
-    m_projector = on;
-    update();
+    update(); // the size hints do not depend on the mode
 }
 
 void ClusterView::setSelectedNode(int id)

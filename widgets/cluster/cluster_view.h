@@ -36,11 +36,13 @@
 #include <QRectF>
 #include <QSize>
 #include <QStringList>
+#include "widgets/projector_widget.h"
+
 #include <QWidget>
 
 namespace smol::widgets {
 
-class ClusterView : public QWidget {
+class ClusterView : public ProjectorWidget {
     Q_OBJECT
 
 public:
@@ -49,9 +51,6 @@ public:
     void setState(ClusterStatePtr state);
     ClusterStatePtr state() const { return m_state; }
 
-    // Large fonts, thick lines and the high-contrast palette.
-    void setProjectorMode(bool on);
-    bool projectorMode() const { return m_projector; }
 
     // Node id, or -1. Setting it emits selectedNodeChanged when it changes;
     // so does a new state without the selected node (-1).
@@ -83,6 +82,7 @@ protected:
     void paintEvent(QPaintEvent *event) override;
     void mousePressEvent(QMouseEvent *event) override;
     bool event(QEvent *event) override; // tooltips
+    void projectorModeChanged() override;
 
 private:
     // Recomputed only when what it depends on changes (not on every
@@ -90,7 +90,6 @@ private:
     const ClusterLayout &layout() const;
 
     ClusterStatePtr m_state;
-    bool m_projector = false;
     QString m_nextStrategy;
     int m_selected = -1;
     mutable ClusterLayout m_layout;
