@@ -20,18 +20,6 @@ constexpr double kMiB = 1024.0 * 1024.0;
 
 } // namespace
 
-MemoryView::MemoryView(QWidget *parent)
-    : ProjectorWidget(parent)
-{
-    setAttribute(Qt::WA_OpaquePaintEvent);
-}
-
-void MemoryView::setState(ClusterStatePtr state)
-{
-    m_state = std::move(state);
-    update();
-}
-
 void MemoryView::setComparisonState(ClusterStatePtr b)
 {
     m_compare = std::move(b);

@@ -14,7 +14,7 @@
 #include <QRectF>
 #include <QSize>
 #include <QVector>
-#include "widgets/projector_widget.h"
+#include "widgets/snapshot_view.h"
 
 #include <QWidget>
 
@@ -22,14 +22,14 @@ namespace smol::widgets {
 
 struct Palette;
 
-class MemoryView : public ProjectorWidget {
+class MemoryView : public SnapshotView {
     Q_OBJECT
 
 public:
-    explicit MemoryView(QWidget *parent = nullptr);
-
-    void setState(ClusterStatePtr state);
-    ClusterStatePtr state() const { return m_state; }
+    explicit MemoryView(QWidget *parent = nullptr)
+        : SnapshotView(parent)
+    {
+    }
     // A compared run (File > Compare with...): beside each node's bar, a
     // lighter stacked bar labelled "B" for the node of the same rank in
     // this snapshot, on the same scale; nullptr: none.
@@ -83,7 +83,6 @@ private:
     void paintComparison(QPainter &p, const Geometry &g, const Palette &pal, int slot) const;
     void paintNodeLabels(QPainter &p, const Geometry &g, const Palette &pal, int slot) const;
 
-    ClusterStatePtr m_state;
     ClusterStatePtr m_compare;
 };
 

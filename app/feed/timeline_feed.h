@@ -6,13 +6,10 @@
 #pragma once
 
 #include "engine/session/session_events.h"
+#include "engine/session/session_reader.h"
 #include "widgets/timeline/timeline_data.h"
 
 #include <functional>
-
-namespace smol::engine {
-class SessionReader;
-}
 
 namespace smol::app {
 

@@ -126,6 +126,16 @@ void requirePeer(const char *op, int peer, int rank, int world)
                                     " has no peer " + std::to_string(peer));
 }
 
+// Gather and scatter in a world of one: the output is the input. True when
+// that is so and the copy is made.
+bool copiedAlone(int world, const net::TensorView &input, const net::TensorView &output)
+{
+    if (world != 1)
+        return false;
+    tensorOf(output).copy_(tensorOf(input));
+    return true;
+}
+
 // The root's buffer of N parts of `count` elements as c10d's gather and
 // scatter take it (one list, rank r's part at r); the other ranks pass none.
 std::vector<std::vector<at::Tensor>> partsAtRoot(bool atRoot, const net::TensorView &whole, std::size_t count,
@@ -320,12 +330,9 @@ void GlooCommunicator::gather(net::TensorView input, net::TensorView output, int
 {
     run(net::CollectiveKind::Gather, nextSeq(), root, input, name, [&] {
         const int N = worldSize();
-        const at::Tensor in = tensorOf(input);
-        if (N == 1) {
-            tensorOf(output).copy_(in);
+        if (copiedAlone(N, input, output))
             return;
-        }
-        std::vector<at::Tensor> inputs{in};
+        std::vector<at::Tensor> inputs{tensorOf(input)};
         std::vector<std::vector<at::Tensor>> outputs = partsAtRoot(rank() == root, output, input.count, N);
         c10d::GatherOptions opts;
         opts.rootRank = root;
@@ -338,12 +345,9 @@ void GlooCommunicator::scatter(net::TensorView input, net::TensorView output, in
 {
     run(net::CollectiveKind::Scatter, nextSeq(), root, output, name, [&] {
         const int N = worldSize();
-        const at::Tensor out = tensorOf(output);
-        if (N == 1) {
-            out.copy_(tensorOf(input));
+        if (copiedAlone(N, input, output))
             return;
-        }
-        std::vector<at::Tensor> outputs{out};
+        std::vector<at::Tensor> outputs{tensorOf(output)};
         std::vector<std::vector<at::Tensor>> inputs = partsAtRoot(rank() == root, input, output.count, N);
         c10d::ScatterOptions opts;
         opts.rootRank = root;

@@ -23,15 +23,8 @@ const NodeState *findNode(const ClusterState &state, int id)
 
 } // namespace
 
-ClusterView::ClusterView(QWidget *parent)
-    : ProjectorWidget(parent)
+void ClusterView::snapshotChanged()
 {
-    setAttribute(Qt::WA_OpaquePaintEvent);
-}
-
-void ClusterView::setState(ClusterStatePtr state)
-{
-    m_state = std::move(state);
     if (m_selected >= 0 && (!m_state || !findNode(*m_state, m_selected)))
         setSelectedNode(-1);
     update();

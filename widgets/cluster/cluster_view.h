@@ -36,21 +36,20 @@
 #include <QRectF>
 #include <QSize>
 #include <QStringList>
-#include "widgets/projector_widget.h"
+#include "widgets/snapshot_view.h"
 
 #include <QWidget>
 
 namespace smol::widgets {
 
-class ClusterView : public ProjectorWidget {
+class ClusterView : public SnapshotView {
     Q_OBJECT
 
 public:
-    explicit ClusterView(QWidget *parent = nullptr);
-
-    void setState(ClusterStatePtr state);
-    ClusterStatePtr state() const { return m_state; }
-
+    explicit ClusterView(QWidget *parent = nullptr)
+        : SnapshotView(parent)
+    {
+    }
 
     // Node id, or -1. Setting it emits selectedNodeChanged when it changes;
     // so does a new state without the selected node (-1).
@@ -83,13 +82,13 @@ protected:
     void mousePressEvent(QMouseEvent *event) override;
     bool event(QEvent *event) override; // tooltips
     void projectorModeChanged() override;
+    void snapshotChanged() override; // a new state without the selected node: -1
 
 private:
     // Recomputed only when what it depends on changes (not on every
     // snapshot: figures and rates move no box).
     const ClusterLayout &layout() const;
 
-    ClusterStatePtr m_state;
     QString m_nextStrategy;
     int m_selected = -1;
     mutable ClusterLayout m_layout;

@@ -191,15 +191,7 @@ void TimelineData::addSpan(const TimelineSpan &s)
         lane(s.node);
         return;
     }
-    StoredSpan st;
-    st.startNs = start;
-    st.endNs = end;
-    st.step = s.step;
-    st.seq = s.seq;
-    st.bytes = s.bytes;
-    st.name = intern(s.name);
-    st.kind = s.kind;
-    st.collective = std::uint8_t(s.collective);
+    const StoredSpan st{start, end, s.step, s.seq, s.bytes, intern(s.name), s.kind, std::uint8_t(s.collective)};
     Lane &l = lane(s.node);
     const Row row = s.kind == TimelineSpanKind::Collective ? Row::Collective
                     : s.kind == TimelineSpanKind::Pause    ? Row::Pause

@@ -72,14 +72,7 @@ struct TimelineHit {
     // What a drawn item of a lane's row stands for (its kind set by the caller).
     static TimelineHit of(int lane, TimelineData::Row row, const LodItem &item)
     {
-        TimelineHit hit;
-        hit.lane = lane;
-        hit.row = row;
-        hit.first = item.first;
-        hit.count = item.count;
-        hit.startNs = item.startNs;
-        hit.endNs = item.endNs;
-        return hit;
+        return {Kind::None, lane, row, item.first, item.count, item.startNs, item.endNs};
     }
     bool operator==(const TimelineHit &o) const
     {
