@@ -76,12 +76,14 @@ void TimelineRenderer::layout(const QRectF &rect, int lanes)
     // drop their labels; 64 get lanes of a few pixels, a strip of colour per
     // node with every few lanes named (kMinLaneHeight only when even that
     // does not fit). Tall windows stop at a readable maximum.
-    m_laneHeight = m_lanes > 0 ? std::clamp(avail / m_lanes, kMinLaneHeight, m_projector ? 160.0 : 120.0) : 60;
+    m_laneHeight =
+        m_lanes > 0 ? std::clamp(avail / m_lanes, kMinLaneHeight, m_projector ? 160.0 : 120.0) : 60;
 }
 
 QRectF TimelineRenderer::laneRect(int lane) const
 {
-    return QRectF(m_rect.left(), m_rect.top() + m_rulerHeight + lane * m_laneHeight, m_rect.width(), m_laneHeight);
+    return QRectF(m_rect.left(), m_rect.top() + m_rulerHeight + lane * m_laneHeight, m_rect.width(),
+                  m_laneHeight);
 }
 
 QRectF TimelineRenderer::rowRect(int lane, TimelineData::Row row) const
@@ -214,26 +216,7 @@ TimelineFrameStats TimelineRenderer::paint(QPainter &p, const TimelineData &data
     p.setClipRect(m_rect);
     const QFontMetricsF fm(m_font);
 
-    // Lanes: alternating bands and their names; lanes thinner than a line
-    // of text are named every `every` lanes ("r8 local-8"), the name centred
-    // on its lane with a tick pointing at it.
-    const int every = laneLabelEvery();
-    for (int lane = 0; lane < m_lanes && lane < data.laneCount(); ++lane) {
-        const QRectF r = laneRect(lane);
-        if (lane % 2 == 1)
-            p.fillRect(QRectF(m_rect.left(), r.top(), m_rect.width(), r.height()), withAlpha(pal.grid, 40));
-        if (lane % every != 0)
-            continue;
-        p.setPen(pal.text);
-        const double h = std::max(r.height(), fm.height());
-        QRectF label(m_rect.left() + 6, r.center().y() - h / 2, m_timeLeft - m_rect.left() - 14, h);
-        if (memoryShown()) // by its spans, above the memory strip's scale
-            label = QRectF(label.left(), r.top(), label.width(), 0.5 * r.height());
-        const QString name = data.laneName(lane); // a node's displayName(): its rank first
-        p.drawText(label, Qt::AlignLeft | Qt::AlignVCenter, fm.elidedText(name, Qt::ElideRight, label.width()));
-        if (every > 1)
-            p.drawLine(QPointF(m_timeLeft - 7, r.center().y()), QPointF(m_timeLeft - 2, r.center().y()));
-    }
+    paintLaneNames(p, data, fm);
 
     p.save();
     p.setClipRect(QRectF(m_timeLeft, m_rect.top(), timeWidth(), m_rect.height()));
@@ -262,11 +245,55 @@ TimelineFrameStats TimelineRenderer::paint(QPainter &p, const TimelineData &data
     p.setRenderHint(QPainter::Antialiasing, false);
     paintHistoryMark(p, data, axis);
 
+    paintMarks(p, data, axis, overlay);
+    p.restore();
+
+    p.setPen(pal.grid);
+    p.drawLine(QPointF(m_timeLeft, m_rect.top()), QPointF(m_timeLeft, m_rect.bottom()));
+    if (data.beginNs() > data.endNs()) {
+        p.setPen(pal.mutedText);
+        p.drawText(m_rect.adjusted(m_timeLeft - m_rect.left(), m_rulerHeight, 0, 0), Qt::AlignCenter,
+                   QStringLiteral("No events yet: start a run or open a session."));
+    }
+    p.restore();
+    return stats;
+}
+
+void TimelineRenderer::paintLaneNames(QPainter &p, const TimelineData &data, const QFontMetricsF &fm)
+{
+    const Palette &pal = Palette::forMode(m_projector);
+    // Lanes: alternating bands and their names; lanes thinner than a line
+    // of text are named every `every` lanes ("r8 local-8"), the name centred
+    // on its lane with a tick pointing at it.
+    const int every = laneLabelEvery();
+    for (int lane = 0; lane < m_lanes && lane < data.laneCount(); ++lane) {
+        const QRectF r = laneRect(lane);
+        if (lane % 2 == 1)
+            p.fillRect(QRectF(m_rect.left(), r.top(), m_rect.width(), r.height()), withAlpha(pal.grid, 40));
+        if (lane % every != 0)
+            continue;
+        p.setPen(pal.text);
+        const double h = std::max(r.height(), fm.height());
+        QRectF label(m_rect.left() + 6, r.center().y() - h / 2, m_timeLeft - m_rect.left() - 14, h);
+        if (memoryShown()) // by its spans, above the memory strip's scale
+            label = QRectF(label.left(), r.top(), label.width(), 0.5 * r.height());
+        const QString name = data.laneName(lane); // a node's displayName(): its rank first
+        p.drawText(label, Qt::AlignLeft | Qt::AlignVCenter,
+                   fm.elidedText(name, Qt::ElideRight, label.width()));
+        if (every > 1)
+            p.drawLine(QPointF(m_timeLeft - 7, r.center().y()), QPointF(m_timeLeft - 2, r.center().y()));
+    }
+}
+
+void TimelineRenderer::paintMarks(QPainter &p, const TimelineData &data, const TimeAxis &axis,
+                                  const TimelineOverlay &overlay)
+{
+    const Palette &pal = Palette::forMode(m_projector);
     if (overlay.playheadNs != TimelineOverlay::kNone) {
         const double x = axis.x(overlay.playheadNs);
         if (x < m_rect.right())
-            p.fillRect(QRectF(std::max(x, m_timeLeft), m_rect.top() + m_rulerHeight, m_rect.right() - std::max(x, m_timeLeft),
-                              m_rect.height() - m_rulerHeight),
+            p.fillRect(QRectF(std::max(x, m_timeLeft), m_rect.top() + m_rulerHeight,
+                              m_rect.right() - std::max(x, m_timeLeft), m_rect.height() - m_rulerHeight),
                        withAlpha(pal.background, 150));
         p.setPen(QPen(QColor(0xC0, 0x39, 0x2B), m_projector ? 3 : 2));
         p.drawLine(QPointF(x, m_rect.top()), QPointF(x, m_rect.bottom()));
@@ -288,17 +315,6 @@ TimelineFrameStats TimelineRenderer::paint(QPainter &p, const TimelineData &data
         outline(p, data, axis, overlay.hovered, withAlpha(pal.text, 140));
     if (overlay.selected.kind != TimelineHit::Kind::None)
         outline(p, data, axis, overlay.selected, pal.selection);
-    p.restore();
-
-    p.setPen(pal.grid);
-    p.drawLine(QPointF(m_timeLeft, m_rect.top()), QPointF(m_timeLeft, m_rect.bottom()));
-    if (data.beginNs() > data.endNs()) {
-        p.setPen(pal.mutedText);
-        p.drawText(m_rect.adjusted(m_timeLeft - m_rect.left(), m_rulerHeight, 0, 0), Qt::AlignCenter,
-                   QStringLiteral("No events yet: start a run or open a session."));
-    }
-    p.restore();
-    return stats;
 }
 
 void TimelineRenderer::paintRuler(QPainter &p, const TimelineData &data, const TimeAxis &axis)
@@ -311,7 +327,8 @@ void TimelineRenderer::paintRuler(QPainter &p, const TimelineData &data, const T
     const double firstRel = std::ceil(double(axis.startNs - origin) / step) * step;
     const int decimals = std::clamp(int(std::ceil(-std::log10(step / 1e9) - 1e-9)), 0, 9);
     p.setPen(pal.grid);
-    p.drawLine(QPointF(m_timeLeft, m_rect.top() + m_rulerHeight - 0.5), QPointF(m_rect.right(), m_rect.top() + m_rulerHeight - 0.5));
+    p.drawLine(QPointF(m_timeLeft, m_rect.top() + m_rulerHeight - 0.5),
+               QPointF(m_rect.right(), m_rect.top() + m_rulerHeight - 0.5));
     for (double rel = firstRel;; rel += step) {
         const double x = axis.x(origin + std::int64_t(std::llround(rel)));
         if (x > m_rect.right())
@@ -505,8 +522,8 @@ void TimelineRenderer::paintMemoryScales(QPainter &p, const Palette &pal, int la
             continue;
         const QString text = QStringLiteral("≤ %1").arg(formatBytes(m_memoryScales[std::size_t(lane)]));
         const QRectF strip = memoryRect(lane);
-        const QRectF label(m_rect.left() + 6, strip.center().y() - fm.height() / 2, m_timeLeft - m_rect.left() - 14,
-                           fm.height());
+        const QRectF label(m_rect.left() + 6, strip.center().y() - fm.height() / 2,
+                           m_timeLeft - m_rect.left() - 14, fm.height());
         p.drawText(label, Qt::AlignRight | Qt::AlignVCenter, text);
     }
     p.restore();
@@ -522,7 +539,8 @@ void TimelineRenderer::paintSpans(QPainter &p, const TimelineData &data, const T
     const auto &spans = data.spans(lane, row);
     const auto items = data.collapseSpans(lane, row, axis, t0, t1, kMinSpanPx, kMaxPacketRunPx);
     // Thin rows (many lanes in a short dock) carry no labels.
-    const double textMin = band.height() >= 0.8 * fm.height() ? fm.horizontalAdvance(QStringLiteral("0000")) + 6 : 1e9;
+    const double textMin =
+        band.height() >= 0.8 * fm.height() ? fm.horizontalAdvance(QStringLiteral("0000")) + 6 : 1e9;
     for (const LodItem &it : items) {
         const double x0 = std::max(axis.x(it.startNs), m_timeLeft - 2);
         const double x1 = std::min(axis.x(it.endNs), m_rect.right() + 2);
@@ -537,15 +555,17 @@ void TimelineRenderer::paintSpans(QPainter &p, const TimelineData &data, const T
             p.fillRect(r, QBrush(withAlpha(c, 110), Qt::BDiagPattern));
             p.setPen(c);
             if (w >= textMin * 2)
-                p.drawText(r.adjusted(3, 2, -2, 0), Qt::AlignLeft | Qt::AlignTop,
-                           fm.elidedText(QStringLiteral("paused: ") + data.name(s.name), Qt::ElideRight, w - 6));
+                p.drawText(
+                    r.adjusted(3, 2, -2, 0), Qt::AlignLeft | Qt::AlignTop,
+                    fm.elidedText(QStringLiteral("paused: ") + data.name(s.name), Qt::ElideRight, w - 6));
             hit.kind = it.count == 1 ? TimelineHit::Kind::Span : TimelineHit::Kind::SpanRun;
             m_hits.push_back(HitItem{hit, r, {}});
             ++stats.spans;
             continue;
         }
         if (it.count == 1) {
-            const QColor c = row == TimelineData::Row::Collective ? collectiveColour(s.collective) : spanColour(s.kind);
+            const QColor c =
+                row == TimelineData::Row::Collective ? collectiveColour(s.collective) : spanColour(s.kind);
             p.fillRect(r, c);
             if (w >= textMin) {
                 const QString text =
@@ -564,7 +584,8 @@ void TimelineRenderer::paintSpans(QPainter &p, const TimelineData &data, const T
             ++stats.spans;
         } else {
             // A run too small to see apart: a grey block with its count.
-            const QColor c = row == TimelineData::Row::Collective ? collectiveColour(s.collective) : pal.mutedText;
+            const QColor c =
+                row == TimelineData::Row::Collective ? collectiveColour(s.collective) : pal.mutedText;
             p.fillRect(r, withAlpha(c, 150));
             if (w >= textMin) {
                 p.setPen(pal.background);
@@ -589,7 +610,8 @@ void TimelineRenderer::paintPackets(QPainter &p, const TimelineData &data, const
     const double y0 = packetY(lane);
     const double strip = memoryShown() ? std::min(8.0, 0.12 * m_laneHeight)
                                        : std::max(std::min(8.0, 0.4 * m_laneHeight), 0.14 * m_laneHeight);
-    const double textMin = m_laneHeight >= 2.5 * fm.height() ? fm.horizontalAdvance(QStringLiteral("0000")) + 6 : 1e9;
+    const double textMin =
+        m_laneHeight >= 2.5 * fm.height() ? fm.horizontalAdvance(QStringLiteral("0000")) + 6 : 1e9;
     const double headLen = m_projector ? 9 : 6;
     for (const LodItem &it : items) {
         TimelineHit hit = TimelineHit::of(lane, TimelineData::Row::Compute, it);
@@ -673,7 +695,8 @@ void TimelineRenderer::paintInFlight(QPainter &p, const TimelineData &data, cons
         for (; it != v.end() && it->sendStartNs <= t && drawn < kMaxMovingPackets; ++it) {
             if (!it->received() || it->recvEndNs <= t)
                 continue;
-            const double f = double(t - it->sendStartNs) / double(std::max<std::int64_t>(1, it->recvEndNs - it->sendStartNs));
+            const double f = double(t - it->sendStartNs) /
+                             double(std::max<std::int64_t>(1, it->recvEndNs - it->sendStartNs));
             const QPointF a(axis.x(it->sendStartNs), packetY(lane));
             const QPointF b(axis.x(it->recvEndNs), packetY(it->dst));
             const QColor c = collectiveColour(it->collective);

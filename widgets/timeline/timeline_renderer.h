@@ -38,6 +38,7 @@
 
 #include <QColor>
 #include <QFont>
+#include <QFontMetricsF>
 #include <QImage>
 #include <QLineF>
 #include <QPointF>
@@ -83,8 +84,8 @@ struct TimelineHit {
 
 struct TimelineOverlay {
     static constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::min();
-    std::int64_t nowNs = kNone;      // live: unreceived packets reach to here
-    std::int64_t playheadNs = kNone; // replay: the position
+    std::int64_t nowNs = kNone;                          // live: unreceived packets reach to here
+    std::int64_t playheadNs = kNone;                     // replay: the position
     std::int64_t bandStartNs = kNone, bandEndNs = kNone; // a zoom-to selection being dragged
     // Live: the cluster has been paused since then (its Pause spans arrive
     // when it resumes); drawn up to nowNs across every lane.
@@ -95,12 +96,12 @@ struct TimelineOverlay {
 };
 
 struct TimelineFrameStats {
-    std::size_t arrows = 0;      // packets drawn one by one
-    std::size_t packetRuns = 0;  // collapsed blocks of packets
+    std::size_t arrows = 0;     // packets drawn one by one
+    std::size_t packetRuns = 0; // collapsed blocks of packets
     std::size_t packetsInRuns = 0;
     std::size_t spans = 0;
     std::size_t spanRuns = 0;
-    std::size_t inFlight = 0;    // packets drawn moving
+    std::size_t inFlight = 0;      // packets drawn moving
     std::size_t memoryColumns = 0; // pixel columns of memory strips with samples in effect
 };
 
@@ -166,20 +167,26 @@ public:
 private:
     struct HitItem {
         TimelineHit hit;
-        QRectF rect;   // spans and blocks
-        QLineF line;   // arrows (rect empty)
+        QRectF rect; // spans and blocks
+        QLineF line; // arrows (rect empty)
     };
     QColor collectiveColour(int kind) const;
     QColor spanColour(TimelineSpanKind kind) const;
     void paintRuler(QPainter &p, const TimelineData &data, const TimeAxis &axis);
-    void paintSpans(QPainter &p, const TimelineData &data, const TimeAxis &axis, int lane, TimelineData::Row row,
-                    TimelineFrameStats &stats);
+    void paintSpans(QPainter &p, const TimelineData &data, const TimeAxis &axis, int lane,
+                    TimelineData::Row row, TimelineFrameStats &stats);
     void paintPackets(QPainter &p, const TimelineData &data, const TimeAxis &axis, int lane,
                       const TimelineOverlay &overlay, TimelineFrameStats &stats);
-    void paintInFlight(QPainter &p, const TimelineData &data, const TimeAxis &axis, const TimelineOverlay &overlay,
-                       TimelineFrameStats &stats);
-    void outline(QPainter &p, const TimelineData &data, const TimeAxis &axis, const TimelineHit &hit, const QColor &c);
+    void paintInFlight(QPainter &p, const TimelineData &data, const TimeAxis &axis,
+                       const TimelineOverlay &overlay, TimelineFrameStats &stats);
+    void outline(QPainter &p, const TimelineData &data, const TimeAxis &axis, const TimelineHit &hit,
+                 const QColor &c);
     void paintHistoryMark(QPainter &p, const TimelineData &data, const TimeAxis &axis);
+    // The lanes' bands and names, left of the time area.
+    void paintLaneNames(QPainter &p, const TimelineData &data, const QFontMetricsF &fm);
+    // Over everything: the playhead, "now", a selected band, hover and selection outlines.
+    void paintMarks(QPainter &p, const TimelineData &data, const TimeAxis &axis,
+                    const TimelineOverlay &overlay);
     void paintMemory(QPainter &p, const TimelineData &data, const TimeAxis &axis, TimelineFrameStats &stats);
     // Each memory category's pixel, solid then faded (StoredMemory::kCategories each).
     using MemoryLayers = std::array<QRgb, 2 * StoredMemory::kCategories>;
