@@ -38,6 +38,7 @@ constexpr int kShardBits = 6;
 struct Counters {
     std::atomic<std::int64_t> live{0};
     std::atomic<std::int64_t> peak{0};
+    std::atomic<std::int64_t> windowPeak{0};
     std::atomic<std::int64_t> allocations{0};
     std::atomic<std::uint32_t> epoch{0}; // resetNode bumps it: older allocations are forgotten
 };
@@ -45,6 +46,13 @@ struct Counters {
 Counters g_counters[kMaxNodes];
 
 thread_local int t_node = -1;
+
+// counter = max(counter, value), lock-free.
+void raiseTo(std::atomic<std::int64_t> &counter, std::int64_t value)
+{
+    std::int64_t seen = counter.load(std::memory_order_relaxed);
+    while (value > seen && !counter.compare_exchange_weak(seen, value, std::memory_order_relaxed)) { }
+}
 
 void checkNode(int node, int lowest)
 {
@@ -93,8 +101,8 @@ public:
         inner.release_context(); // the table owns it now
         const std::int64_t live = c.live.fetch_add(bytes, std::memory_order_relaxed) + bytes;
         c.allocations.fetch_add(1, std::memory_order_relaxed);
-        std::int64_t peak = c.peak.load(std::memory_order_relaxed);
-        while (live > peak && !c.peak.compare_exchange_weak(peak, live, std::memory_order_relaxed)) { }
+        raiseTo(c.peak, live);
+        raiseTo(c.windowPeak, live);
         return {data, data, &deleteTracked, inner.device()};
     }
 
@@ -190,7 +198,14 @@ Usage usage(int node)
     checkNode(node, 0);
     const Counters &c = g_counters[node];
     return {c.live.load(std::memory_order_relaxed), c.peak.load(std::memory_order_relaxed),
-            c.allocations.load(std::memory_order_relaxed)};
+            c.allocations.load(std::memory_order_relaxed), c.windowPeak.load(std::memory_order_relaxed)};
+}
+
+void resetWindowPeak(int node)
+{
+    checkNode(node, 0);
+    g_counters[node].windowPeak.store(g_counters[node].live.load(std::memory_order_relaxed),
+                                      std::memory_order_relaxed);
 }
 
 void resetPeak(int node)
@@ -207,6 +222,7 @@ void resetNode(int node)
     c.epoch.fetch_add(1, std::memory_order_relaxed);
     c.live.store(0, std::memory_order_relaxed);
     c.peak.store(0, std::memory_order_relaxed);
+    c.windowPeak.store(0, std::memory_order_relaxed);
     c.allocations.store(0, std::memory_order_relaxed);
 }
 

@@ -37,11 +37,16 @@ struct Usage {
     std::int64_t live = 0; // bytes allocated by the node and not yet freed
     std::int64_t peak = 0; // highest `live` since the last resetPeak
     std::int64_t allocations = 0;
+    // Highest `live` since the last resetWindowPeak: a step's high-water mark,
+    // kept apart from `peak` (the run's) so a step can be measured on its own.
+    std::int64_t windowPeak = 0;
 };
 // These throw std::out_of_range outside [0, kMaxNodes). A Usage's fields are
 // read one by one, not as one snapshot.
 Usage usage(int node);
 void resetPeak(int node);
+// Starts a new window: windowPeak = live now.
+void resetWindowPeak(int node);
 // Forget everything charged to node, including what it still holds: those
 // frees are not charged back. Call between runs, not while it allocates.
 void resetNode(int node);

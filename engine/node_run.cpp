@@ -1,7 +1,7 @@
 // One node's part of a run (runNode, trainer.h), the same code for
 // runTraining()'s node threads and a cluster node process, and what can be
 // asked of a node while it runs: its memory by category (nodeMemoryNow, the
-// memory hook at collectives), the parameters it holds in full beyond its
+// memory hook at collectives, the step's peaks), the parameters it holds in full beyond its
 // shard (gatheredParamsNow), whether a collective's result is being
 // measured (atCollectiveResult). Also the evaluation replicas: held-out
 // losses during the run, test accuracy after it.
@@ -31,6 +31,51 @@ using Clock = std::chrono::steady_clock;
 std::atomic<const Strategy *> g_strategyOfSlot[memory::kMaxNodes];
 thread_local bool t_collectiveResult = false;
 
+// Each memory slot's peaks in the current step, by category (params .. comm,
+// then live): the largest value at any probe since the step began. Probes
+// come from several threads of a node (its communication thread, edp's
+// server threads), hence atomics.
+constexpr int kPeakFields = net::MemoryByCategory::kCategories + 1;
+std::atomic<std::int64_t> g_stepPeaks[memory::kMaxNodes][kPeakFields];
+
+void raiseTo(std::atomic<std::int64_t> &field, std::int64_t value)
+{
+    std::int64_t seen = field.load(std::memory_order_relaxed);
+    while (value > seen && !field.compare_exchange_weak(seen, value, std::memory_order_relaxed)) { }
+}
+
+void notePeaks(int slot, const net::MemoryByCategory &m)
+{
+    if (slot < 0 || slot >= memory::kMaxNodes)
+        return;
+    for (int k = 0; k < net::MemoryByCategory::kCategories; ++k)
+        raiseTo(g_stepPeaks[slot][k], m.category(k));
+    raiseTo(g_stepPeaks[slot][net::MemoryByCategory::kCategories], m.live);
+}
+
+// A new step: no probes yet, and the allocator's window starts now.
+void startStepPeaks(int slot)
+{
+    if (slot < 0 || slot >= memory::kMaxNodes)
+        return;
+    for (auto &field : g_stepPeaks[slot])
+        field.store(0, std::memory_order_relaxed);
+    memory::resetWindowPeak(slot);
+}
+
+net::MemoryByCategory stepPeaksOf(int slot)
+{
+    if (slot < 0 || slot >= memory::kMaxNodes)
+        return {};
+    const auto &f = g_stepPeaks[slot];
+    net::MemoryByCategory m;
+    std::int64_t *fields[kPeakFields] = {&m.params, &m.grads, &m.optimizer, &m.activations, &m.comm, &m.live};
+    for (int k = 0; k < kPeakFields; ++k)
+        *fields[k] = f[k].load(std::memory_order_relaxed);
+    m.peak = std::max(memory::usage(slot).windowPeak, m.live);
+    return m;
+}
+
 // Publishes the node's memory by category at every collective boundary. May
 // run on several threads of one node at once (edp's server handles each
 // worker on its own thread), hence the atomic step.
@@ -57,7 +102,9 @@ private:
         s.before = before;
         s.name = info.name;
         t_collectiveResult = !before;
-        if (!nodeMemoryNow(m_slot, &s.memory)) {
+        if (nodeMemoryNow(m_slot, &s.memory)) {
+            notePeaks(m_slot, s.memory);
+        } else {
             const memory::Usage u = memory::usage(m_slot);
             s.memory.live = u.live;
             s.memory.peak = u.peak;
@@ -120,6 +167,14 @@ void loadParams(TrainModel &model, const torch::Tensor &flat)
 bool atCollectiveResult()
 {
     return t_collectiveResult;
+}
+
+void noteStepMemory()
+{
+    const int slot = memory::currentNode();
+    net::MemoryByCategory m;
+    if (nodeMemoryNow(slot, &m))
+        notePeaks(slot, m);
 }
 
 bool nodeMemoryNow(int slot, net::MemoryByCategory *out)
@@ -292,13 +347,17 @@ private:
     {
         if (m_run.currentStep)
             *m_run.currentStep = k;
+        startStepPeaks(m_run.memorySlot);
         const std::int64_t cpu0 = threadCpuNs();
         const double loss = m_strategy->step(k);
         if (!m_strategy->isAsynchronous() &&
             m_behaviour.slowdown > 1) // edp stretches its own compute (stretchCompute)
             emulateSlowdown(k, threadCpuNs() - cpu0);
-        net::MemoryByCategory mem = snapshot(m_run.memorySlot, *m_strategy);
-        m_result.memory = mem;
+        StepMemory mem;
+        mem.atEnd = snapshot(m_run.memorySlot, *m_strategy);
+        notePeaks(m_run.memorySlot, mem.atEnd);
+        mem.peak = stepPeaksOf(m_run.memorySlot);
+        m_result.memory = mem.atEnd;
         if (m_run.onStep)
             m_run.onStep(k, loss, mem);
     }

@@ -70,27 +70,38 @@ struct NodeContext {
     std::function<void(const SpanEvent &)> onSpan;
 };
 
+// Takes the calling node thread's memory into its step's peaks (StepMemory,
+// trainer.h): the end of a forward, when the activations are at their
+// largest. Nothing off a node thread.
+void noteStepMemory();
+
 // Runs f() and, when the node reports spans, reports it as a `kind` span of
-// `step` (forward, backward, optimizer). Returns what f() returns.
+// `step` (forward, backward, optimizer). Returns what f() returns. The end of
+// a forward is also one of the step's memory probes (noteStepMemory).
 template <typename F>
 auto timed(const NodeContext &ctx, SpanEvent::Kind kind, std::int64_t step, F &&f) -> decltype(f())
 {
-    if (!ctx.onSpan)
-        return f();
-    SpanEvent s;
-    s.node = ctx.rank;
-    s.kind = kind;
-    s.name = spanKindName(kind);
-    s.step = step;
-    s.startNs = net::monotonicNs();
+    const std::int64_t startNs = ctx.onSpan ? net::monotonicNs() : 0;
+    auto finish = [&] {
+        if (kind == SpanEvent::Kind::Forward)
+            noteStepMemory();
+        if (!ctx.onSpan)
+            return;
+        SpanEvent s;
+        s.node = ctx.rank;
+        s.kind = kind;
+        s.name = spanKindName(kind);
+        s.step = step;
+        s.startNs = startNs;
+        s.endNs = net::monotonicNs();
+        ctx.onSpan(s);
+    };
     if constexpr (std::is_void_v<decltype(f())>) {
         f();
-        s.endNs = net::monotonicNs();
-        ctx.onSpan(s);
+        finish();
     } else {
         auto result = f();
-        s.endNs = net::monotonicNs();
-        ctx.onSpan(s);
+        finish();
         return result;
     }
 }

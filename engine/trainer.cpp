@@ -243,8 +243,8 @@ std::unique_ptr<TrainObserver> makeMetricEmitter(SessionEventSink *events, Train
     return std::make_unique<MetricEmitter>(events, next);
 }
 
-void emitStepEvents(SessionEventSink &events, int node, std::int64_t step, double loss,
-                    const net::MemoryByCategory &m, std::int64_t startNs, std::int64_t endNs)
+void emitStepEvents(SessionEventSink &events, int node, std::int64_t step, double loss, const StepMemory &m,
+                    std::int64_t startNs, std::int64_t endNs)
 {
     SpanEvent s;
     s.node = node;
@@ -258,7 +258,13 @@ void emitStepEvents(SessionEventSink &events, int node, std::int64_t step, doubl
     sample.tNs = endNs;
     sample.node = node;
     sample.step = step;
-    sample.memory = m;
+    if (m.peak != net::MemoryByCategory{}) {
+        sample.memory = m.peak;
+        sample.stepPeak = true;
+        events.onMemory(sample);
+    }
+    sample.memory = m.atEnd;
+    sample.stepPeak = false;
     events.onMemory(sample);
     if (!std::isnan(loss))
         events.onMetric(MetricSample{endNs, step, node, "loss", loss});
@@ -441,10 +447,10 @@ private:
             if (m_observer)
                 m_observer->onTestLoss(k, loss);
         };
-        run.onStep = [this, rank, &stepStart](std::int64_t k, double loss, const net::MemoryByCategory &mem) {
+        run.onStep = [this, rank, &stepStart](std::int64_t k, double loss, const StepMemory &mem) {
             if (m_config.events)
                 emitStepEvents(*m_config.events, rank, k, loss, mem, stepStart, net::monotonicNs());
-            m_board->report(rank, k, loss, mem);
+            m_board->report(rank, k, loss, mem.atEnd);
             stepStart = net::monotonicNs();
         };
         return run;

@@ -179,6 +179,17 @@ void checkBackend(const TrainConfig &config);
 // NodeContext without its communicator, data or sinks).
 NodeContext nodeContextOf(const TrainConfig &config, int rank);
 
+// A node's memory over one step: at its end, and each category at its
+// largest during it. The peaks are taken at the step's probes (every
+// collective boundary, the end of every forward, where the activations are
+// at their largest, and the step's end), except `peak`, the tracking
+// allocator's high-water mark within the step, and `live`, the largest live
+// at a probe.
+struct StepMemory {
+    net::MemoryByCategory atEnd;
+    net::MemoryByCategory peak;
+};
+
 // One node's part of a run: what runTraining()'s node threads and the
 // cluster runtime's nodes (engine/cluster/) both execute, so an embedded
 // node and a `smolctl node` process run the same code.
@@ -194,7 +205,7 @@ struct NodeRun {
     // Lock-step strategies: after every K-th step (counted from step 0),
     // gather the full parameters and hand them to onCheckpoint. 0: never.
     std::int64_t checkpointEvery = 0;
-    std::function<void(std::int64_t step, double loss, const net::MemoryByCategory &memory)> onStep;
+    std::function<void(std::int64_t step, double loss, const StepMemory &memory)> onStep;
     std::function<void(const SpanEvent &)> onSpan; // compute spans (NodeContext::onSpan)
     std::function<void(std::int64_t step, double loss)> onTestLoss; // rank 0, TrainConfig::testEvery
     // Memory by category before and after every collective (from the
@@ -228,9 +239,11 @@ std::shared_ptr<const DataSource> loadTrainingData(TrainConfig &config);
 // An observer that reports each completed step's cluster-wide metrics (loss,
 // samples/s) to `events`, then calls `next` (may be null).
 std::unique_ptr<TrainObserver> makeMetricEmitter(SessionEventSink *events, TrainObserver *next);
-// A node's step as events: its Step span, its memory, its loss (if any).
+// A node's step as events: its Step span, its memory at the end and its
+// step's peaks (a MemorySample with stepPeak set; none when `memory.peak`
+// is all zero, from a node that does not measure them), its loss (if any).
 void emitStepEvents(SessionEventSink &events, int node, std::int64_t step, double loss,
-                    const net::MemoryByCategory &memory, std::int64_t startNs, std::int64_t endNs);
+                    const StepMemory &memory, std::int64_t startNs, std::int64_t endNs);
 // Test accuracy of `params` loaded into a fresh replica; -1 for gpt.
 double testAccuracyOf(const TrainConfig &config, const DataSource &data, const torch::Tensor &params);
 

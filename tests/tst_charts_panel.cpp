@@ -1,13 +1,18 @@
 // ChartsPanel and the MetricsModel behind it: rows and node columns as steps
 // arrive, raw values for sorting, decimation of long runs, axes that contain
 // the data (and never collapse), NaN losses left out, and a picture that is
-// not blank. SMOL_SAVE_PNG=1 saves the projector-mode panel to /tmp/charts.png.
+// not blank; readable in a third of a projector (no elided tick, title or
+// axis label; every legend entry named, "+N more" past two lines).
+// SMOL_SAVE_PNG=1 saves the projector-mode panel to /tmp/charts.png.
 #include "widgets/charts_panel.h"
 #include "widgets/metrics_model.h"
 
 #include <QAbstractItemModelTester>
 #include <QChart>
+#include <QGraphicsScene>
+#include <QGraphicsTextItem>
 #include <QImage>
+#include <QLabel>
 #include <QLineSeries>
 #include <QLocale>
 #include <QSignalSpy>
@@ -68,6 +73,56 @@ void verifyAxesContain(QChart *chart)
             QVERIFY2(p.y() >= y->min() && p.y() <= y->max(), qPrintable(QString::number(p.y())));
         }
     }
+}
+
+// Every text Qt Charts draws on `chart` (tick labels, axis titles, the
+// title): none elided. Qt Charts elides with "..." when a text has no room.
+void verifyNothingElided(QChart *chart)
+{
+    QVERIFY(chart->scene());
+    int texts = 0;
+    const auto items = chart->scene()->items();
+    for (QGraphicsItem *item : items) {
+        auto *text = dynamic_cast<QGraphicsTextItem *>(item);
+        if (!text || !text->isVisible() || text->toPlainText().isEmpty())
+            continue;
+        const QString t = text->toPlainText();
+        QVERIFY2(!t.contains(QLatin1String("...")) && !t.contains(QChar(0x2026)), qPrintable(t + " is elided"));
+        ++texts;
+    }
+    QVERIFY2(texts >= 4, "no tick labels drawn"); // two axes, two ticks each at least
+}
+
+// The panel's title and legend labels have room for their wrapped text,
+// and the legend names every line of `chart` (or all but the "+N more").
+void verifyLegendAndTitle(ChartsPanel &panel, QChart *chart)
+{
+    for (QLabel *l : {panel.titleLabel(chart), panel.legendLabel(chart)}) {
+        QVERIFY(l);
+        if (!l->isVisible())
+            continue;
+        QVERIFY(l->wordWrap());
+        QVERIFY2(l->height() >= l->heightForWidth(l->width()) - 1, qPrintable(l->text()));
+        QVERIFY2(l->geometry().right() <= panel.width(), qPrintable(l->text()));
+    }
+    QVERIFY(!panel.titleLabel(chart)->text().isEmpty());
+    const QStringList entries = panel.legendEntries(chart);
+    const qsizetype lines = chart->series().size();
+    if (lines < 2) {
+        QVERIFY(entries.isEmpty()); // the title names a chart's only line
+        return;
+    }
+    QVERIFY2(!entries.isEmpty(), "a chart of several lines has no legend");
+    for (const QString &e : entries)
+        QVERIFY(!e.trimmed().isEmpty());
+    if (entries.last().startsWith(QLatin1Char('+'))) {
+        const int more = entries.last().section(QLatin1Char(' '), 0, 0).mid(1).toInt();
+        QCOMPARE(entries.size() - 1 + more, lines);
+    } else {
+        QCOMPARE(entries.size(), lines);
+    }
+    for (int i = 0; i < entries.size() && !entries[i].startsWith(QLatin1Char('+')); ++i)
+        QCOMPARE(entries[i], static_cast<QXYSeries *>(chart->series()[i])->name());
 }
 
 } // namespace
@@ -273,6 +328,70 @@ private Q_SLOTS:
         QCOMPARE(axis(panel.bytesChart(), Qt::Vertical)->titleText(), QStringLiteral("B/s"));
         panel.addStep(point(0, 1.0, 2)); // and it works again
         QCOMPARE(panel.bytesSeries(1)->count(), 1);
+    }
+
+    // A third of a 1024x768 projector beside the lesson panel (the charts
+    // dock there is about 720x230), a whole one, and a 1600 px desktop: no
+    // text elided, legends named by the nodes' rank-first names, a legend
+    // of 16 nodes' max/mean/min or of 8 nodes in two lines.
+    void readableWhenSmall_data()
+    {
+        QTest::addColumn<QSize>("size");
+        QTest::addColumn<bool>("projector");
+        QTest::addColumn<int>("nodes");
+        QTest::addColumn<int>("steps");
+        QTest::newRow("projector beside a lesson, 4 nodes") << QSize(720, 230) << true << 4 << 30;
+        QTest::newRow("projector beside a lesson, 8 nodes") << QSize(720, 230) << true << 8 << 2000;
+        QTest::newRow("projector beside a lesson, 16 nodes") << QSize(720, 230) << true << 16 << 300;
+        QTest::newRow("projector beside a lesson, 64 nodes") << QSize(720, 230) << true << 64 << 30;
+        QTest::newRow("projector, 4 nodes, 12000 steps") << QSize(1020, 230) << true << 4 << 12000;
+        QTest::newRow("1600 desktop, 8 nodes") << QSize(1590, 330) << false << 8 << 300;
+        QTest::newRow("1600 desktop, 64 nodes") << QSize(1590, 330) << false << 64 << 300;
+    }
+
+    void readableWhenSmall()
+    {
+        QFETCH(QSize, size);
+        QFETCH(bool, projector);
+        QFETCH(int, nodes);
+        QFETCH(int, steps);
+        ChartsPanel panel;
+        panel.setProjectorMode(projector);
+        QStringList names;
+        for (int r = 0; r < nodes; ++r)
+            names << (r % 2 ? QStringLiteral("%1 \u00b7 pi-%2").arg(r).arg(r + 1) : QStringLiteral("local-%1").arg(r));
+        panel.setRankNames(names);
+        panel.resize(size);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        QVector<StepPoint> points;
+        for (int s = 0; s < steps; ++s) {
+            StepPoint p = point(s, loss(s), nodes);
+            p.samplesPerSecond = 8000 + 500 * std::sin(double(s) / 9); // "8k", not "8000"
+            points << p;
+        }
+        panel.addSteps(points);
+        panel.addTestPoint(steps / 2, 1.5);
+        QTest::qWait(100); // the layout settles, the ticks fit the plot
+        QCOMPARE(panel.size(), size);
+        for (QChart *chart : {panel.lossChart(), panel.throughputChart(), panel.bytesChart()}) {
+            verifyNothingElided(chart);
+            verifyLegendAndTitle(panel, chart);
+            if (QTest::currentTestFailed())
+                QFAIL(qPrintable(chart->series().first()->name()));
+        }
+        QVERIFY(axis(panel.throughputChart(), Qt::Vertical)->labelFormat().endsWith(QLatin1Char('k')));
+        // The unit in the title, kept whole by a word joiner after its "/".
+        QVERIFY(panel.titleLabel(panel.bytesChart())->text().remove(QChar(0x2060)).contains(QStringLiteral("MB/s")));
+        const QStringList bytes = panel.legendEntries(panel.bytesChart());
+        if (nodes <= ChartsPanel::kMaxRankLines) {
+            QCOMPARE(bytes.first(), names.first());
+            QVERIFY2(bytes.size() >= std::min(nodes, 3), qPrintable(bytes.join(QLatin1Char(','))));
+        } else {
+            QCOMPARE(bytes, (QStringList{QStringLiteral("max"), QStringLiteral("mean"), QStringLiteral("min")}));
+        }
+        if (qEnvironmentVariableIsSet("SMOL_SAVE_PNG"))
+            QVERIFY(panel.grab().save(QStringLiteral("/tmp/charts-%1x%2-%3.png").arg(size.width()).arg(size.height()).arg(nodes)));
     }
 
     void rendersNonBlank()

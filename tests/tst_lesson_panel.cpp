@@ -470,6 +470,12 @@ private Q_SLOTS:
         };
         QTRY_VERIFY(inView());
         QVERIFY(bar->value() > 0);
+        // The step's heading stays in view above the scrolled text (issue 25).
+        const QLabel *heading = labelWith(panel, v.title);
+        QVERIFY(heading && heading->isVisible());
+        QVERIFY2(!panel.scrollArea()->isAncestorOf(heading), "the heading scrolls with the text");
+        QVERIFY(panel.rect().contains(QRect(heading->mapTo(&panel, QPoint(0, 0)), heading->size())));
+        QVERIFY(heading->height() >= heading->heightForWidth(heading->width()));
         // A status update does not scroll again.
         bar->setValue(0);
         v.status = QStringLiteral("Done");

@@ -9,7 +9,12 @@
 // into the recorded pause (and a click on the paused collective) shows its
 // tensors in the inspector, Space plays and pauses, the timeline exports as
 // a PNG and the session as Chrome trace JSON, a bad file is refused in one
-// line, and closing the replay shows the live cluster again.
+// line, and closing the replay shows the live cluster again. A replay has one
+// set of controls: the replay bar's (Space, N); the run controls hide until
+// it closes.
+// One step number at a pause: the header, the inspector and the replay bar
+// name the held collective's step, live and in the recording of the run, at
+// zero3's held-out-loss gathers too (after their step was reported).
 // A class: the command line's --listen/--token/--advertise/--nodes are
 // checked (one-line errors), the Remote nodes dialog remembers a port and
 // token that the next start listens with (the same join command), and 64
@@ -18,13 +23,16 @@
 #include "app/window/gui_options.h"
 #include "app/window/mainwindow.h"
 #include "app/replay/replay_controller.h"
+#include "engine/session/session_reader.h"
 #include "widgets/cluster/cluster_view.h"
+#include "widgets/step_number.h"
 #include "widgets/tensor_inspector.h"
 #include "widgets/timeline/timeline_view.h"
 
 #include <QtTest>
 
 #include <algorithm>
+#include <map>
 
 #include <QAction>
 #include <QApplication>
@@ -42,6 +50,7 @@
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTemporaryDir>
+#include <QToolBar>
 
 using namespace smol;
 using namespace smol::app;
@@ -52,6 +61,7 @@ private Q_SLOTS:
     void initTestCase();
     void startPauseStepResume();
     void replayInTheWindow();
+    void oneStepNumberAtAPause();
     void commandLineIsChecked_data();
     void commandLineIsChecked();
     void remoteNodesDialogRemembers();
@@ -94,6 +104,25 @@ void verifyBoxes(const widgets::ClusterView &view, const widgets::ClusterState &
     }
 }
 
+// The inspector's title line ("Paused (...) at all-gather 'params.fc2', step 1: 2 node(s)").
+QString inspectorTitle(const widgets::TensorInspector &inspector)
+{
+    for (const QLabel *l : inspector.findChildren<QLabel *>())
+        if (l->text().startsWith(QStringLiteral("Paused")))
+            return l->text();
+    return {};
+}
+
+// The replay bar's position ("0.690 / 1.352 s, step 4").
+QString replayBarPosition(QMainWindow &window)
+{
+    if (auto *bar = window.findChild<QToolBar *>(QStringLiteral("replay")))
+        for (const QLabel *l : bar->findChildren<QLabel *>())
+            if (l->text().contains(QStringLiteral(" s")))
+                return l->text();
+    return {};
+}
+
 } // namespace
 
 void TestMainWindow::initTestCase()
@@ -127,6 +156,13 @@ void TestMainWindow::commandLineIsChecked_data()
     QTest::newRow("0 nodes") << QStringList{"--nodes", "0"} << "--nodes" << 0 << "";
     QTest::newRow("gloo") << QStringList{"--backend", "gloo"} << "" << 0 << "";
     QTest::newRow("unknown backend") << QStringList{"--backend", "nccl"} << "--backend takes ours or gloo" << 0 << "";
+    QTest::newRow("break") << QStringList{"--break", "allgather@step=5"} << "" << 0 << "";
+    QTest::newRow("break next") << QStringList{"--break", "next"} << "" << 0 << "";
+    QTest::newRow("bad break") << QStringList{"--break", "allgather@step=x"} << "--break allgather@step=x" << 0 << "";
+    QTest::newRow("break in a replay") << QStringList{"--replay", "a.smolrec", "--break", "next"} << "--replay" << 0
+                                       << "";
+    QTest::newRow("view") << QStringList{"--view", "charts"} << "" << 0 << "";
+    QTest::newRow("unknown view") << QStringList{"--view", "graphs"} << "--view takes one of" << 0 << "";
 }
 
 void TestMainWindow::commandLineIsChecked()
@@ -367,6 +403,19 @@ void TestMainWindow::replayInTheWindow()
     QCOMPARE(data.inFlightCount(), std::size_t(0)); // every recorded send met its receive
     QCOMPARE(data.stepStarts().size(), std::size_t(12));
     QVERIFY(!action(window, QStringLiteral("Start"))->isEnabled());
+    // One set of controls: the replay bar; the run controls and the Node
+    // tab's live buttons hide, their actions off (no key reaches them).
+    auto *runControls = window.findChild<QWidget *>(QStringLiteral("runControls"));
+    QVERIFY(runControls && runControls->isHidden());
+    QVERIFY(!window.findChild<QToolBar *>(QStringLiteral("replay"))->isHidden());
+    for (const QString &name : {QStringLiteral("Step"), QStringLiteral("Stop")})
+        QVERIFY(!action(window, name)->isEnabled());
+    QPushButton *kill = nullptr;
+    for (QPushButton *b : window.findChildren<QPushButton *>())
+        if (b->text() == QStringLiteral("Kill node"))
+            kill = b;
+    QVERIFY(kill && window.showView(QStringLiteral("node")));
+    QVERIFY(!kill->isVisible());
     auto *cluster = window.findChild<widgets::ClusterView *>();
     QTRY_VERIFY_WITH_TIMEOUT(!cluster->nodeRect(1).isEmpty(), 5000);
 
@@ -413,10 +462,14 @@ void TestMainWindow::replayInTheWindow()
     QCOMPARE(replay->positionNs(), qint64(collectives[index].startNs - 1));
     QCOMPARE(window.timeline()->playhead(), replay->positionNs());
 
-    // Space plays and pauses the replay.
+    // Space plays and pauses the replay; N goes to the next collective.
     QTest::keyClick(&window, Qt::Key_Space);
     QVERIFY(replay->isPlaying());
     QTest::keyClick(&window, Qt::Key_Space);
+    QVERIFY(!replay->isPlaying());
+    const qint64 before = replay->positionNs();
+    QTest::keyClick(&window, Qt::Key_N);
+    QVERIFY(replay->positionNs() > before);
     QVERIFY(!replay->isPlaying());
 
     // Exports.
@@ -451,7 +504,79 @@ void TestMainWindow::replayInTheWindow()
     window.closeReplay();
     QVERIFY(!window.isReplaying());
     QVERIFY(action(window, QStringLiteral("Start"))->isEnabled());
+    QVERIFY(!runControls->isHidden()); // the run controls are back
+    QVERIFY(window.showView(QStringLiteral("node")));
+    QVERIFY(kill->isVisible());
+    QVERIFY(window.findChild<QToolBar *>(QStringLiteral("replay"))->isHidden());
     QCOMPARE(window.timeline()->data().packetCount(), std::size_t(0));
+}
+
+// zero3 gathers params.fc2 in step 1 forward, backward, and after step 1
+// has been reported: for the held-out loss and the cluster's checkpoint
+// (where "the step after the newest completed one" says 2). At each pause,
+// live and in the recording, every view names step 1.
+void TestMainWindow::oneStepNumberAtAPause()
+{
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("zero3.smolrec"));
+    EngineController engine(2);
+    MainWindow window(&engine);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QTRY_VERIFY_WITH_TIMEOUT(engine.readyNodes() == 2, 30000);
+    auto *cluster = window.findChild<widgets::ClusterView *>();
+    auto *inspector = window.findChild<widgets::TensorInspector *>();
+    RunSettings s = window.settings();
+    s.strategy = QStringLiteral("zero3");
+    s.nodes = 2;
+    s.steps = 4;
+    s.testEvery = 2;
+    s.recordPath = path;
+    QSignalSpy paused(&engine, &EngineController::pausedAt);
+    QSignalSpy finished(&engine, &EngineController::runFinished);
+    engine.addBreakpoint(QStringLiteral("allgather@step=1,name=fc2"));
+    engine.start(s);
+    int afterItsStep = 0; // pauses after step 1 was reported (the held-out loss's, a checkpoint's)
+    for (int i = 0;; ++i) {
+        QTRY_VERIFY_WITH_TIMEOUT(paused.count() > i || !engine.isRunning(), 60000);
+        if (paused.count() <= i)
+            break;
+        const PauseView pause = paused.at(i).at(0).value<PauseView>();
+        QCOMPARE(pause.step(), qint64(1));
+        // Wait for the step before it to be reported (for the held-out loss's: step 1 itself).
+        const bool afterStep = pause.inputs.front().name == QStringLiteral("params.fc2") && i > 0;
+        QTRY_VERIFY_WITH_TIMEOUT(engine.state() && engine.state()->step >= (afterStep ? 1 : 0), 10000);
+        afterItsStep += engine.state()->step == 1;
+        QTest::qWait(100); // a few snapshots later
+        const QString step = widgets::stepText(pause.step());
+        QVERIFY2(cluster->headerText().contains(step + QStringLiteral(" / 4")),
+                 qPrintable(QStringLiteral("pause %1: header '%2', held %3").arg(i).arg(cluster->headerText(), step)));
+        QVERIFY2(inspectorTitle(*inspector).contains(step + QStringLiteral(":")), qPrintable(inspectorTitle(*inspector)));
+        engine.resume();
+    }
+    QCOMPARE(finished.count(), 1);
+    QVERIFY(paused.count() >= 3);
+    QVERIFY(afterItsStep >= 1);
+
+    // The recording, seeked into each recorded pause: the header, the
+    // inspector and the replay bar.
+    QString error;
+    QVERIFY2(window.openSession(path, &error, true), qPrintable(error));
+    const engine::SessionReader &reader = *window.replay()->reader();
+    const auto [t0, t1] = reader.timeRange();
+    std::map<std::uint64_t, std::int64_t> pauses; // id -> the time of one of its tensors
+    for (const engine::TensorRecord &r : reader.tensors(t0, t1))
+        pauses.emplace(r.pauseId, r.tNs);
+    QCOMPARE(pauses.size(), std::size_t(paused.count()));
+    const QString step = widgets::stepText(1);
+    for (const auto &[id, t] : pauses) {
+        window.replay()->seek(t);
+        QVERIFY(window.replay()->isPaused());
+        QVERIFY2(cluster->headerText().contains(step + QStringLiteral(" / 4")), qPrintable(cluster->headerText()));
+        QVERIFY2(inspectorTitle(*inspector).contains(step + QStringLiteral(":")), qPrintable(inspectorTitle(*inspector)));
+        QVERIFY2(replayBarPosition(window).endsWith(QStringLiteral(", ") + step), qPrintable(replayBarPosition(window)));
+    }
+    window.closeReplay();
 }
 
 QTEST_MAIN(TestMainWindow)

@@ -34,6 +34,11 @@ NodeState node(int id, std::int64_t salt = 0, bool predicted = true)
     n.memory.peak = n.memory.live + 123456;
     if (predicted)
         n.predictedBytes = (id + 1) * kMiB * 7 / 2;
+    if (id % 2 == 0) { // odd nodes have no step peaks (an older node): no cell
+        n.stepPeak = n.memory;
+        n.stepPeak.activations += 2 * kMiB + salt;
+        n.stepPeak.peak = n.memory.peak + 2 * kMiB + salt;
+    }
     return n;
 }
 
@@ -66,6 +71,8 @@ QVariant expectedSortValue(const NodeState &n, int column)
         return qlonglong(n.memory.peak);
     case MemoryModel::Predicted:
         return n.predictedBytes ? QVariant(qlonglong(*n.predictedBytes)) : QVariant();
+    case MemoryModel::StepPeak:
+        return n.stepPeak.peak > 0 ? QVariant(qlonglong(n.stepPeak.peak)) : QVariant();
     }
     return {};
 }

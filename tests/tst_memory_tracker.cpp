@@ -24,6 +24,7 @@ private Q_SLOTS:
     void freeOnAnotherThreadChargesTheOwner();
     void concurrentNodes();
     void peakAndResetPeak();
+    void windowPeakIsApartFromPeak();
     void nestedScopes();
     void resetNodeForgetsOutstanding();
     void autogradChargesTheNode();
@@ -149,6 +150,25 @@ void TestMemoryTracker::peakAndResetPeak()
     torch::Tensor c = torch::empty({250});
     c.reset();
     QCOMPARE(memory::usage(4).peak, 5000);
+}
+
+// A step's window: its high-water mark from resetWindowPeak on, while the
+// run's peak keeps the highest ever.
+void TestMemoryTracker::windowPeakIsApartFromPeak()
+{
+    memory::NodeScope scope(5);
+    torch::Tensor a = torch::empty({1000});
+    torch::Tensor b = torch::empty({2000});
+    b.reset();
+    QCOMPARE(memory::usage(5).windowPeak, 12000);
+    memory::resetWindowPeak(5);
+    QCOMPARE(memory::usage(5).windowPeak, 4000);
+    QCOMPARE(memory::usage(5).peak, 12000);
+    torch::Tensor c = torch::empty({500});
+    c.reset();
+    QCOMPARE(memory::usage(5).windowPeak, 6000);
+    QCOMPARE(memory::usage(5).peak, 12000);
+    QVERIFY_THROWS_EXCEPTION(std::out_of_range, memory::resetWindowPeak(memory::kMaxNodes));
 }
 
 void TestMemoryTracker::nestedScopes()

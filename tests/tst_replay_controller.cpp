@@ -5,6 +5,8 @@
 // file's loss curve up to the position and its memory; the collective jumps
 // land where ReplaySource lands; playing to the end shows every step once;
 // a seek into the recorded pause shows every node's tensor as recorded.
+// One step number at every recorded pause of a zero3 run, the held-out
+// loss's gathers after their step was reported among them.
 #include "app/replay/replay_controller.h"
 #include "app/feed/timeline_feed.h"
 
@@ -16,6 +18,8 @@
 #include "engine/session/session_recorder.h"
 #include "engine/breakpoints/tensor_snapshot.h"
 #include "engine/trainer.h"
+#include "widgets/cluster/cluster_painter.h"
+#include "widgets/step_number.h"
 
 #include <QtTest>
 
@@ -26,6 +30,7 @@
 
 #include <atomic>
 #include <limits>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -51,13 +56,12 @@ TrainConfig config()
 }
 
 // A run recorded as `smolctl train --record --break` records it.
-void record(const QString &path)
+void record(const QString &path, TrainConfig c = config(), const char *breakpoint = "allreduce@step=5")
 {
-    TrainConfig c = config();
     SessionHeader h = sessionHeaderFor(c, "127.0.0.1");
     SessionRecorder rec(path, h);
     BreakpointController breakpoints;
-    breakpoints.addBreakpoint(parseBreakpoint("allreduce@step=5"));
+    breakpoints.addBreakpoint(parseBreakpoint(breakpoint));
     breakpoints.setPausedCallback([&rec](std::shared_ptr<const PauseState> pause) {
         const std::int64_t now = net::monotonicNs();
         for (const auto *list : {&pause->inputs, &pause->results})
@@ -117,6 +121,7 @@ private Q_SLOTS:
     void playThroughShowsEveryStepOnce();
     void timerPlaysToTheEnd();
     void recordedPause();
+    void oneStepNumberAtRecordedPauses();
     void damageFoundWhilePlaying();
     void glooRecordingIsMarked();
 
@@ -522,6 +527,47 @@ void TestReplayController::recordedPause()
 }
 
 // A file damaged while it is open: playing reports it in one line and stops.
+// The header's step (and the replay bar's: both widgets::stepInProgress of
+// the state) at a recorded pause is the held collective's. zero3 gathers
+// params.fc2 three times in step 1: forward, backward, and for the held-out
+// loss after step 1 has been reported, where "the step after the newest
+// completed one" would say 2.
+void TestReplayController::oneStepNumberAtRecordedPauses()
+{
+    const QString path = m_dir.filePath("zero3.smolrec");
+    TrainConfig c = config();
+    c.strategy = "zero3";
+    c.nodes = 2;
+    c.steps = 4;
+    c.testEvery = 2;
+    record(path, c, "allgather@step=1,name=fc2");
+    ReplayController replay;
+    QVERIFY(replay.open(path));
+    const auto [t0, t1] = replay.reader()->timeRange();
+    std::map<std::uint64_t, std::int64_t> pauses; // id -> the time of one of its tensors
+    for (const TensorRecord &r : replay.reader()->tensors(t0, t1)) {
+        QCOMPARE(r.step, std::int64_t(1));
+        pauses.emplace(r.pauseId, r.tNs);
+    }
+    QCOMPARE(pauses.size(), std::size_t(3));
+    QSignalSpy paused(&replay, &ReplayController::pausedAt);
+    int afterItsStep = 0;
+    for (const auto &[id, t] : pauses) {
+        replay.seek(t);
+        QVERIFY(replay.isPaused());
+        const PauseView view = paused.last().at(0).value<PauseView>();
+        QCOMPARE(view.id, id);
+        QCOMPARE(view.step(), qint64(1));
+        const widgets::ClusterStatePtr state = replay.state();
+        QVERIFY(state);
+        QCOMPARE(widgets::stepInProgress(*state), view.step());
+        const QString header = widgets::ClusterPainter::headerTitle(*state, QString());
+        QVERIFY2(header.contains(widgets::stepText(view.step()) + QStringLiteral(" / 4")), qPrintable(header));
+        afterItsStep += state->step == view.step();
+    }
+    QCOMPARE(afterItsStep, 1); // the held-out loss's pause came after step 1's report
+}
+
 void TestReplayController::damageFoundWhilePlaying()
 {
     const QString copy = m_dir.filePath("damaged.smolrec");

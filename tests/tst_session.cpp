@@ -10,6 +10,7 @@
 // throughput() prints the events/s recorded and the time to read 1 s
 // windows of a 1M-event file.
 #include "engine/session/replay_source.h"
+#include "engine/session/session_compare.h"
 #include "engine/session/session_export.h"
 #include "engine/session/session_reader.h"
 #include "engine/session/session_recorder.h"
@@ -61,7 +62,7 @@ auto key(const MemorySample &e)
 {
     const smol::net::MemoryByCategory &m = e.memory;
     return std::make_tuple(e.tNs, e.node, e.step, m.params, m.grads, m.optimizer, m.activations, m.comm, m.live,
-                           m.peak);
+                           m.peak, int(e.collective), e.seq, e.before, e.stepPeak);
 }
 auto key(const MetricSample &e)
 {
@@ -205,6 +206,10 @@ SyntheticRun makeRun(int nodes = 3, int steps = 6)
         }
         for (int n = 0; n < nodes; ++n) {
             const std::int64_t p = 1000 * (n + 1);
+            // The step's peaks, then the memory at its end (as emitStepEvents writes them).
+            MemorySample peak{t0 + 9 * kMs + n, n, s, {p, p, 2 * p, 7000 + s, 128, 4 * p + 7128 + s, 5 * p + 7200}};
+            peak.stepPeak = true;
+            run.memory.push_back(peak);
             run.memory.push_back(
                 {t0 + 9 * kMs + n, n, s, {p, p, 2 * p, 500 + s, 64, 4 * p + 564 + s, 5 * p + 600}});
         }
@@ -381,6 +386,14 @@ const char kMemoryV2[] =
     " activations INTEGER NOT NULL, comm INTEGER NOT NULL, live INTEGER NOT NULL, peak INTEGER NOT NULL,"
     " collective INTEGER NOT NULL DEFAULT 0, seq INTEGER NOT NULL DEFAULT 0, before INTEGER NOT NULL DEFAULT "
     "0)";
+// Version 3 (written by SQLite's own API, never by Qt Sql; the fixture
+// writes it through Qt Sql all the same) added the step peaks.
+const char kMemoryV3[] =
+    "CREATE TABLE memory (id INTEGER PRIMARY KEY, t INTEGER NOT NULL, node INTEGER NOT NULL,"
+    " step INTEGER NOT NULL, params INTEGER NOT NULL, grads INTEGER NOT NULL, optimizer INTEGER NOT NULL,"
+    " activations INTEGER NOT NULL, comm INTEGER NOT NULL, live INTEGER NOT NULL, peak INTEGER NOT NULL,"
+    " collective INTEGER NOT NULL DEFAULT 0, seq INTEGER NOT NULL DEFAULT 0, before INTEGER NOT NULL DEFAULT "
+    "0, step_peak INTEGER NOT NULL DEFAULT 0)";
 
 // Writes `run` the way the Qt Sql writer did: its schema, one QVariant per
 // value (unsigned values as qlonglong), no max_*_ns meta for versions that
@@ -396,7 +409,8 @@ void writeWithQtSql(const QString &path, const SyntheticRun &run, int version)
         QVERIFY(db.transaction());
         for (const char *statement : kEarlierSchema) {
             const char *sql = std::strcmp(statement, "MEMORY") ? statement
-                              : version >= 2                   ? kMemoryV2
+                              : version >= 3                   ? kMemoryV3
+                              : version == 2                   ? kMemoryV2
                                                                : kMemoryV1;
             QVERIFY2(q.exec(QString::fromLatin1(sql)), sql);
         }
@@ -438,7 +452,12 @@ void writeWithQtSql(const QString &path, const SyntheticRun &run, int version)
                            qlonglong(m.memory.grads),       qlonglong(m.memory.optimizer),
                            qlonglong(m.memory.activations), qlonglong(m.memory.comm),
                            qlonglong(m.memory.live),        qlonglong(m.memory.peak)};
-            if (version >= 2) {
+            if (version >= 3) {
+                v << int(m.collective) << qlonglong(m.seq) << int(m.before) << int(m.stepPeak);
+                insert("INSERT INTO memory (t, node, step, params, grads, optimizer, activations, comm, live,"
+                       " peak, collective, seq, before, step_peak) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       v);
+            } else if (version == 2) {
                 v << int(m.collective) << qlonglong(m.seq) << int(m.before);
                 insert("INSERT INTO memory (t, node, step, params, grads, optimizer, activations, comm, live,"
                        " peak, collective, seq, before) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -641,6 +660,7 @@ private Q_SLOTS:
     void badFiles_data();
     void badFiles();
     void readsVersion1Files();
+    void stepPeaksStandApart();
     void readsFilesOfTheQtSqlWriter_data();
     void readsFilesOfTheQtSqlWriter();
     void killedRecorderLosesAtMost250ms();
@@ -904,13 +924,13 @@ void TestSession::replaySeeks()
     CollectingSink sink;
     ReplaySource replay(reader, &sink);
 
-    // seek() emits only state to rebuild from: each node's newest memory
-    // sample and every metric up to t.
+    // seek() emits only state to rebuild from: each node's newest step
+    // peaks and memory sample and every metric up to t.
     const std::int64_t t = stepStartNs(3) + 500'000;
     replay.seek(t);
     QCOMPARE(replay.position(), t);
     QVERIFY(sink.frames.empty() && sink.spans.empty() && sink.logs.empty() && sink.tensors.empty());
-    QCOMPARE(sink.memory.size(), std::size_t(3));
+    QCOMPARE(sink.memory.size(), std::size_t(6));
     for (const MemorySample &m : sink.memory)
         QCOMPARE(m.step, std::int64_t(2)); // step 2's, taken at its end
     QVERIFY(sameRecords(sink.metrics, inWindow(run.metrics, kMin, t)));
@@ -1094,7 +1114,7 @@ void TestSession::readsVersion1Files()
         db.setDatabaseName(path);
         QVERIFY(db.open());
         QSqlQuery q(db);
-        for (const char *s : {"ALTER TABLE memory DROP COLUMN collective",
+        for (const char *s : {"ALTER TABLE memory DROP COLUMN step_peak", "ALTER TABLE memory DROP COLUMN collective",
                               "ALTER TABLE memory DROP COLUMN seq", "ALTER TABLE memory DROP COLUMN before",
                               "UPDATE meta SET value = 1 WHERE key = 'schema_version'"})
             QVERIFY2(q.exec(QString::fromLatin1(s)), s);
@@ -1113,6 +1133,45 @@ void TestSession::readsVersion1Files()
     QCOMPARE(reader.info().memoryAtCollectives, std::uint64_t(0));
 }
 
+// A step's peaks are not the memory at its end: "now" (latestMemory, what a
+// replay's picture shows after a seek) skips them, latestStepPeaks and a
+// seek bring them back, and the figures' "largest" counts them while "held
+// at step end" does not.
+void TestSession::stepPeaksStandApart()
+{
+    const SyntheticRun run = makeRun(3, 6);
+    const QString path = record(m_dir.path(), run, "peaks.smolrec");
+    const SessionReader reader(path);
+    QCOMPARE(reader.info().memoryStepPeaks, std::uint64_t(3 * 6));
+    const std::int64_t end = stepStartNs(5) + 9 * kMs + 10;
+    const std::vector<MemorySample> now = reader.latestMemory(end);
+    const std::vector<MemorySample> peaks = reader.latestStepPeaks(end);
+    QCOMPARE(now.size(), std::size_t(3));
+    QCOMPARE(peaks.size(), std::size_t(3));
+    for (int n = 0; n < 3; ++n) {
+        QVERIFY(!now[std::size_t(n)].stepPeak);
+        QCOMPARE(now[std::size_t(n)].memory.activations, std::int64_t(500 + 5));
+        QVERIFY(peaks[std::size_t(n)].stepPeak);
+        QCOMPARE(peaks[std::size_t(n)].memory.activations, std::int64_t(7000 + 5));
+        QCOMPARE(peaks[std::size_t(n)].step, std::int64_t(5));
+    }
+
+    CollectingSink sink;
+    ReplaySource replay(reader, &sink);
+    replay.seek(end);
+    QCOMPARE(sink.memory.size(), std::size_t(6));
+    for (std::size_t i = 0; i < sink.memory.size(); ++i) // peaks first: a view's "now" is the end sample
+        QCOMPARE(sink.memory[i].stepPeak, i < 3);
+
+    const RunFigures f = measureRun(reader);
+    for (int n = 0; n < 3; ++n) {
+        const NodeFigures &nf = f.byNode.at(n);
+        const double p = 1000.0 * (n + 1);
+        QCOMPARE(*nf.activations, 7000.0 + 5);
+        QCOMPARE(*nf.heldAtStepEnd, 4 * p);
+    }
+}
+
 // Files the Qt Sql writer made, from the earlier schema SQL (a fixture
 // written here rather than a checked-in binary), read field for field; and
 // the present writer's schema is that of version 2, statement for statement.
@@ -1121,12 +1180,17 @@ void TestSession::readsFilesOfTheQtSqlWriter_data()
     QTest::addColumn<int>("version");
     QTest::newRow("version 1") << 1;
     QTest::newRow("version 2") << 2;
+    QTest::newRow("version 3") << 3;
 }
 
 void TestSession::readsFilesOfTheQtSqlWriter()
 {
     QFETCH(int, version);
     SyntheticRun run = makeRun(3, 6);
+    if (version < 3) // no step peaks before version 3
+        run.memory.erase(std::remove_if(run.memory.begin(), run.memory.end(),
+                                        [](const MemorySample &m) { return m.stepPeak; }),
+                         run.memory.end());
     const QString path = m_dir.path() + QStringLiteral("/qtsql-v%1.smolrec").arg(version);
     writeWithQtSql(path, run, version);
     if (QTest::currentTestFailed())

@@ -1,8 +1,9 @@
 // Recording real runs: what a session file holds after `runTraining` and
 // after a cluster run (spans from node agents over the control plane) is
 // what the run did: bytes per link equal the run's own byte counts, one
-// step span, one forward/backward/optimizer span and one memory sample per
-// node per step, the loss curve and test accuracy as metrics; and a pause
+// step span, one forward/backward/optimizer span, one memory sample and one
+// step peak per node per step (the peaks above every other sample of the
+// step, ddp's activations at its forward), the loss curve and test accuracy as metrics; and a pause
 // recorded by `smolctl train --record --break` holds each node's tensor.
 #include "engine/cluster/coordinator.h"
 #include "engine/cluster/node_agent.h"
@@ -20,6 +21,7 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
+#include <map>
 #include <thread>
 
 using namespace smol;
@@ -52,6 +54,40 @@ TrainConfig config()
     return c;
 }
 
+// Each step's peaks are at least every other sample of that node and step,
+// by category; the allocator's peak is at least the largest live; and ddp's
+// activations, freed before its all-reduces, show at the forward's end: above
+// every sample taken at a collective.
+void checkStepPeaks(const SessionReader &reader)
+{
+    std::map<std::pair<int, std::int64_t>, MemorySample> peaks;
+    std::vector<MemorySample> others;
+    reader.forEachMemory([&](const MemorySample &m) {
+        if (m.stepPeak)
+            QVERIFY(peaks.emplace(std::make_pair(m.node, m.step), m).second);
+        else
+            others.push_back(m);
+    });
+    std::int64_t activationsAtCollectives = 0, activationPeak = 0;
+    for (const MemorySample &m : others) {
+        const auto it = peaks.find({m.node, m.step});
+        QVERIFY(it != peaks.end());
+        const net::MemoryByCategory &p = it->second.memory;
+        for (int k = 0; k < net::MemoryByCategory::kCategories; ++k)
+            QVERIFY2(m.memory.category(k) <= p.category(k), qPrintable(QString::number(k)));
+        QVERIFY(m.memory.live <= p.live);
+        QVERIFY(p.live <= p.peak);
+        if (m.collective != net::CollectiveKind::None)
+            activationsAtCollectives = std::max(activationsAtCollectives, m.memory.activations);
+    }
+    for (const auto &[key, m] : peaks)
+        activationPeak = std::max(activationPeak, m.memory.activations);
+    QVERIFY2(activationPeak > 10 * std::max<std::int64_t>(activationsAtCollectives, 1024),
+             qPrintable(QStringLiteral("activations: %1 B at the step peak, %2 B at collectives")
+                            .arg(activationPeak)
+                            .arg(activationsAtCollectives)));
+}
+
 // The session says what the run did.
 void checkSession(const QString &path, const TrainSummary &s, const TrainConfig &c, std::int64_t t0, std::int64_t t1)
 {
@@ -73,9 +109,12 @@ void checkSession(const QString &path, const TrainSummary &s, const TrainConfig 
     QVERIFY(info.spans[std::size_t(SpanEvent::Kind::Collective)] >= perNodeSteps);
     QCOMPARE(info.spans[std::size_t(SpanEvent::Kind::Collective)] % std::uint64_t(c.nodes), std::uint64_t(0));
     QCOMPARE(info.spans[std::size_t(SpanEvent::Kind::Pause)], std::uint64_t(0));
-    // One sample per node and step, and one before and one after every collective.
-    QCOMPARE(info.memory - info.memoryAtCollectives, perNodeSteps);
+    // One sample and one step peak per node and step, and one before and one
+    // after every collective.
+    QCOMPARE(info.memoryStepPeaks, perNodeSteps);
+    QCOMPARE(info.memory - info.memoryAtCollectives - info.memoryStepPeaks, perNodeSteps);
     QCOMPARE(info.memoryAtCollectives, 2 * info.spans[std::size_t(SpanEvent::Kind::Collective)]);
+    checkStepPeaks(reader);
     QVERIFY(info.finalLoss.has_value());
     QCOMPARE(*info.finalLoss, s.finalLoss);
 

@@ -27,6 +27,7 @@
 //   and equal a fresh TimelineData's fed only the kept ones.
 #include "widgets/paint/palette.h"
 #include "widgets/timeline/timeline_data.h"
+#include "widgets/timeline/timeline_hold.h"
 #include "widgets/timeline/timeline_renderer.h"
 #include "widgets/timeline/timeline_view.h"
 
@@ -38,7 +39,9 @@
 #include <QTest>
 
 #include <functional>
+#include <limits>
 #include <random>
+#include <set>
 
 using namespace smol::widgets;
 
@@ -341,6 +344,37 @@ class TimelineTest : public QObject {
     Q_OBJECT
 
 private Q_SLOTS:
+    // A step's peak is a mark over the step, not a sample: the stack keeps
+    // its samples, the step gets [previous peak, its end) at its highest
+    // total, the scale's query sees it, and a drop takes it with the rest.
+    void stepPeaksAreMarksOverTheirStep()
+    {
+        TimelineData d;
+        d.addMemory(memorySample(0, 1000, 100));
+        d.addMemory(memorySample(0, 5000, 100));
+        TimelineMemorySample peak = memorySample(0, 5000, 100);
+        peak.memory.activations = 900;
+        peak.step = 0;
+        peak.stepPeak = true;
+        d.addMemory(peak);
+        peak.tNs = 9000;
+        peak.step = 1;
+        peak.memory.activations = 400;
+        d.addMemory(peak);
+        QCOMPARE(d.memorySampleCount(), std::size_t(2));
+        QCOMPARE(d.stepPeaks(0).size(), std::size_t(2));
+        QCOMPARE(d.stepPeaks(0)[0].startNs, std::int64_t(1000)); // the lane's first sample
+        QCOMPARE(d.stepPeaks(0)[0].endNs, std::int64_t(5000));
+        QCOMPARE(d.stepPeaks(0)[1].startNs, std::int64_t(5000));
+        QCOMPARE(d.stepPeaks(0)[0].activations, std::int64_t(900));
+        QCOMPARE(d.stepPeakIn(0, 0, 4000), peak.memory.stacked() + 500);
+        QCOMPARE(d.stepPeakIn(0, 6000, 7000), peak.memory.stacked());
+        QCOMPARE(d.stepPeakIn(0, 9000, 10000), std::int64_t(0));
+        peak.tNs = 7000; // out of order: not a chain any more, dropped
+        d.addMemory(peak);
+        QCOMPARE(d.stepPeaks(0).size(), std::size_t(2));
+    }
+
     void pairsSendsAndReceives()
     {
         TimelineData d;
@@ -1162,8 +1196,13 @@ private Q_SLOTS:
         QTest::addColumn<bool>("shown");
         QTest::newRow("4 lanes") << 4 << 300.0 << true << true;
         QTest::newRow("8 lanes in 400 px") << 8 << 400.0 << true << true;
-        QTest::newRow("32 lanes") << 32 << 600.0 << true << false;
-        QTest::newRow("64 lanes") << 64 << 600.0 << true << false;
+        // Thinner lanes keep a thin bar (4 nodes on a 1024x768 projector,
+        // 64 in the docks of a 1024x768 projector and a 1600x1000 screen).
+        QTest::newRow("4 lanes, 1024x768 projector") << 4 << 75.0 << true << true;
+        QTest::newRow("32 lanes") << 32 << 600.0 << true << true;
+        QTest::newRow("64 lanes") << 64 << 600.0 << true << true;
+        QTest::newRow("64 lanes, 1024x768 projector") << 64 << 75.0 << true << true;
+        QTest::newRow("64 lanes, 1600x1000") << 64 << 215.0 << true << true;
         QTest::newRow("4 lanes, no memory") << 4 << 300.0 << false << false;
     }
     void memoryStripsNeedRoom()
@@ -1195,11 +1234,27 @@ private Q_SLOTS:
             QCOMPARE(r.packetY(0), packetYBefore); // the lanes as they were
             return;
         }
+        QCOMPARE(r.memoryThin(), r.laneRect(0).height() < TimelineRenderer::kMinMemoryLaneHeight);
+        const Palette &pal = Palette::forMode(false);
+        std::set<QRgb> categories;
+        for (MemoryCategory c : kMemoryCategories)
+            categories.insert(pal.category(c).rgba());
         for (int lane = 0; lane < lanes; ++lane) { // in its lane, under the spans and the packet strip
             const QRectF m = r.memoryRect(lane);
-            QVERIFY(r.laneRect(lane).contains(m));
-            QVERIFY(m.top() > r.packetY(lane));
-            QVERIFY(r.packetY(lane) > r.rowRect(lane, TimelineData::Row::Collective).bottom());
+            QVERIFY(m.height() >= std::min(1.0, r.laneRect(lane).height()) - 1e-9);
+            QVERIFY(m.top() >= r.laneRect(lane).top() - 1e-9 && m.bottom() <= r.laneRect(lane).bottom() + 1e-9);
+            if (!r.memoryUnderSpans()) {
+                QVERIFY(m.top() > r.packetY(lane));
+                QVERIFY(r.packetY(lane) > r.rowRect(lane, TimelineData::Row::Collective).top());
+                QVERIFY(m.top() >= r.rowRect(lane, TimelineData::Row::Collective).bottom() - 1e-9);
+            }
+            // The bar is drawn: the lane's strip has pixels in the categories' colours.
+            int coloured = 0;
+            const int y = std::clamp(std::max(int(std::floor(m.bottom())) - 1, int(std::floor(m.top()))), 0,
+                                     image.height() - 1); // its foot: filled wherever memory is in effect
+            for (int x = int(r.timeLeft()) + 1; x < image.width(); ++x)
+                coloured += categories.count(image.pixel(x, y)) > 0;
+            QVERIFY2(coloured > 100, qPrintable(QStringLiteral("lane %1: %2 coloured pixels").arg(lane).arg(coloured)));
         }
     }
 
@@ -1357,6 +1412,174 @@ private Q_SLOTS:
         QVERIFY(!d.historyDropped());
         QVERIFY(d.memoryBytes() > 4 * TimelineData::kMinBudget);
         QVERIFY(d.packetCount() >= std::size_t(100'000));
+    }
+    // Live: following shows the newest step and a half, packets apart; a
+    // pause frames the collective before the hold (its packets drawn as
+    // arrows, the hatch a minority of the width) and keeps it framed while
+    // "now" runs on for a minute; resuming follows again, or not when the
+    // user had left follow before the pause.
+    void liveHoldFramesTheHeldCollective()
+    {
+        TimelineView v;
+        v.resize(900, 300);
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.setLive(true);
+        TimelineData &d = v.data();
+        d.setCollectiveNames(kindNames());
+        std::int64_t now = 0;
+        liveRun(20 * 384, [&](const std::vector<TimelineFrameSide> &frames, const std::vector<TimelineSpan> &spans) {
+            feed(d, frames, spans);
+            for (const auto &f : frames)
+                now = std::max(now, f.recvCompleteNs);
+            v.dataChanged();
+            v.setNow(now + 20'000);
+        });
+        const auto steps = d.stepStarts();
+        QCOMPARE(int(steps.size()), 20);
+        const auto last = *d.stepRange(steps.rbegin()->first);
+        const std::int64_t stepNs = last.second - last.first;
+        // Following: a step and a half in view, not the whole run.
+        QVERIFY(v.isFollowing());
+        QVERIFY2(v.axis().spanNs() >= stepNs && v.axis().spanNs() <= 2 * stepNs,
+                 qPrintable(QStringLiteral("%1 ns shown, steps of %2").arg(v.axis().spanNs()).arg(stepNs)));
+        QVERIFY(v.axis().spanNs() < (d.endNs() - d.beginNs()) / 5);
+
+        // The last collective before the hold: bucket 1 of the last step.
+        const std::uint64_t heldSeq = 2 * 20 - 1;
+        std::int64_t c0 = std::numeric_limits<std::int64_t>::max(), c1 = 0;
+        std::size_t heldPackets = 0;
+        for (int lane = 0; lane < d.laneCount(); ++lane)
+            for (const TimelinePacket &pk : d.packets(lane))
+                if (pk.seq == heldSeq) {
+                    c0 = std::min(c0, pk.sendStartNs);
+                    c1 = std::max(c1, pk.recvEndNs);
+                    ++heldPackets;
+                }
+        QVERIFY(heldPackets > 0);
+        TimelineHold hold;
+        hold.atNs = now + 34'000'000; // the window learns of it a snapshot later
+        hold.reason = QStringLiteral("pause");
+        hold.collective = QStringLiteral("all-reduce");
+        hold.name = QStringLiteral("bucket 0");
+        hold.step = steps.rbegin()->first;
+        v.setNow(hold.atNs);
+        v.holdAt(hold);
+        QVERIFY(v.isHolding());
+        QVERIFY(!v.isFollowing());
+        QVERIFY(v.holdText().contains(QStringLiteral("all-reduce 'bucket 0', step 19")));
+        const TimeAxis framed = v.axis();
+        for (int second = 1; second <= 60; ++second) { // a minute held: "now" runs on, nothing else comes
+            v.setNow(hold.atNs + std::int64_t(second) * 1'000'000'000);
+            v.dataChanged();
+        }
+        QCOMPARE(v.axis().startNs, framed.startNs);
+        QCOMPARE(v.axis().nsPerPixel, framed.nsPerPixel);
+        QVERIFY2(v.axis().startNs <= c0 && v.axis().endNs() >= c1,
+                 qPrintable(QStringLiteral("view [%1, %2], collective [%3, %4]")
+                                .arg(v.axis().startNs).arg(v.axis().endNs()).arg(c0).arg(c1)));
+        // The hatch starts after the collective and takes under half the width.
+        const TimelineFrameStats stats = [&] {
+            (void)v.renderImage();
+            return v.lastStats();
+        }();
+        QVERIFY2(stats.arrows >= heldPackets,
+                 qPrintable(QStringLiteral("%1 arrows for %2 packets").arg(stats.arrows).arg(heldPackets)));
+        QVERIFY(v.axis().x(d.endNs()) > v.axis().left + 0.5 * v.axis().width);
+        QVERIFY(v.axis().x(d.endNs()) < v.axis().left + 0.95 * v.axis().width);
+        // Resume: following again, at the zoom it had.
+        v.setLivePause(TimelineOverlay::kNone);
+        QVERIFY(!v.isHolding());
+        QVERIFY(v.isFollowing());
+        QVERIFY(v.holdText().isEmpty());
+        QVERIFY(v.axis().endNs() >= d.endNs() && v.axis().startNs < d.endNs()); // the newest events
+        QVERIFY(v.axis().spanNs() >= stepNs && v.axis().spanNs() <= 2 * stepNs);
+        // Left follow before pausing: a pause frames, its end leaves the view where it is.
+        QTest::keyClick(&v, Qt::Key_Home);
+        QVERIFY(!v.isFollowing());
+        v.holdAt(hold);
+        const TimeAxis framedAgain = v.axis();
+        v.releaseHold();
+        QVERIFY(!v.isFollowing());
+        QCOMPARE(v.axis().startNs, framedAgain.startNs);
+        // The user's move during a pause stays until the pause ends.
+        QTest::keyClick(&v, Qt::Key_End);
+        QVERIFY(v.isFollowing());
+        v.holdAt(hold);
+        QTest::keyClick(&v, Qt::Key_Minus);
+        const TimeAxis moved = v.axis();
+        v.dataChanged();
+        QCOMPARE(v.axis().nsPerPixel, moved.nsPerPixel);
+        v.releaseHold();
+        QVERIFY(v.isFollowing());
+    }
+
+    // Nodes report in batches: following stops where every lane has
+    // reported (a lane ahead does not pull the others' unreported time
+    // into view), at most maxLagNs behind the newest event; memory
+    // samples (reported by another path, ahead) do not count.
+    void followingStopsWhereEveryNodeReported()
+    {
+        TimelineData d;
+        d.setNodes({QStringLiteral("n0"), QStringLiteral("n1")});
+        for (int r = 0; r < 2; ++r)
+            d.addSpan({r, TimelineSpanKind::Forward, QStringLiteral("forward"), 0, 1'000'000, 0, 0, 0, 0});
+        QCOMPARE(reportedUntilNs(d, 10'000'000), std::int64_t(1'000'000));
+        d.addSpan({0, TimelineSpanKind::Backward, QStringLiteral("backward"), 1'000'000, 3'000'000, 0, 0, 0, 0});
+        QCOMPARE(reportedUntilNs(d, 10'000'000), std::int64_t(1'000'000)); // n1 has not reported past 1 ms
+        QCOMPARE(reportedUntilNs(d, 500'000), std::int64_t(2'500'000));   // but lags at most that much
+        addPacket(d, 1, 0, 2'000'000, 100'000);
+        QCOMPARE(reportedUntilNs(d, 10'000'000), std::int64_t(2'000'000)); // its packet's send start
+        d.addMemory(memorySample(1, 2'900'000, 1 << 20));
+        QCOMPARE(reportedUntilNs(d, 10'000'000), std::int64_t(2'000'000));
+    }
+
+    // Replay: at a recorded pause (a minute long) the view frames the held
+    // collective after it, with its packets, and not the pause's hatch.
+    void replayHoldFramesTheRecordedCollective()
+    {
+        TimelineView v;
+        v.resize(900, 300);
+        v.setLive(false);
+        TimelineData &d = v.data();
+        d.setCollectiveNames(kindNames());
+        d.setNodes({QStringLiteral("n0"), QStringLiteral("n1")});
+        const std::int64_t p0 = 1'000'000'000, p1 = p0 + 60'000'000'000LL; // the pause
+        for (int r = 0; r < 2; ++r) {
+            d.addSpan({r, TimelineSpanKind::Forward, QStringLiteral("forward"), p0 - 2'000'000, p0, 3, 0, 0, 0});
+            d.addSpan({r, TimelineSpanKind::Pause, QStringLiteral("pause"), p0, p1, 3, 5, 7, 4096});
+            d.addSpan({r, TimelineSpanKind::Collective, QStringLiteral("params.fc2"), p1, p1 + 300'000, 3, 5, 7, 4096});
+            d.addSpan({r, TimelineSpanKind::Forward, QStringLiteral("forward"), p1 + 300'000, p1 + 9'000'000, 3, 0, 0, 0});
+        }
+        for (std::uint32_t k = 0; k < 8; ++k) {
+            TimelineFrameSide send = side(true, int(k % 2), int(1 - k % 2), 7, k, p1 + 20'000 + k * 30'000, 0);
+            send.collective = 5;
+            send.sendCompleteNs = send.sendStartNs + 5'000;
+            TimelineFrameSide recv = send;
+            recv.send = false;
+            recv.recvCompleteNs = send.sendStartNs + 12'000;
+            d.addFrame(send);
+            d.addFrame(recv);
+        }
+        v.dataChanged();
+        v.setFollowing(true);
+        v.setPlayhead(p1 - 1); // "next collective" lands just before it
+        TimelineHold hold;
+        hold.atNs = p1 - 1;
+        hold.reason = QStringLiteral("recorded pause");
+        v.holdAt(hold);
+        QVERIFY(!v.isFollowing());
+        QVERIFY(v.holdText().isEmpty()); // a replay's pause is its recorded spans, not a live hatch
+        QVERIFY(v.axis().startNs <= p1 && v.axis().endNs() >= p1 + 300'000);
+        QVERIFY(v.axis().spanNs() < 1'000'000); // not the minute of pause
+        QCOMPARE(v.renderImage().isNull(), false);
+        QCOMPARE(v.lastStats().arrows, std::size_t(8));
+        // A position in the middle of the pause frames the same collective.
+        hold.atNs = p0 + 30'000'000'000LL;
+        v.holdAt(hold);
+        QVERIFY(v.axis().startNs <= p1 && v.axis().endNs() >= p1 + 300'000);
+        v.releaseHold(); // leaving the pause: the playhead again
+        QVERIFY(v.isFollowing());
     }
 };
 

@@ -6,7 +6,10 @@
 
 #include <QChart>
 #include <QChartView>
+#include <QEvent>
+#include <QFontMetricsF>
 #include <QGridLayout>
+#include <QLabel>
 #include <QLegend>
 #include <QLineSeries>
 #include <QValueAxis>
@@ -30,9 +33,11 @@ struct NiceRange {
     double step = 0.2;
 };
 
-// A range on tick boundaries that contains [lo, hi] with about five ticks;
-// a single value gets a window around it instead of a zero-width axis.
-NiceRange niceRange(double lo, double hi, bool includeZero)
+// A range on tick boundaries that contains [lo, hi] with at most
+// `intervals` tick intervals (about that many) of at least `minStep` (1 on
+// a step axis: no "0.5" step); a single value gets a window around it
+// instead of a zero-width axis.
+NiceRange niceRange(double lo, double hi, bool includeZero, int intervals = 5, double minStep = 0)
 {
     if (includeZero) {
         lo = std::min(lo, 0.0);
@@ -51,25 +56,55 @@ NiceRange niceRange(double lo, double hi, bool includeZero)
             }
         }
     }
+    intervals = std::max(1, intervals);
     NiceRange r;
-    r.step = niceStep((hi - lo) / 5);
-    r.min = std::floor(lo / r.step) * r.step;
-    r.max = std::ceil(hi / r.step) * r.step;
-    if (r.max <= hi - r.step * 1e-9) // floating point: never cut the largest value off
-        r.max += r.step;
+    r.step = std::max(minStep, niceStep((hi - lo) / intervals));
+    for (int tries = 0; tries < 8; ++tries) {
+        r.min = std::floor(lo / r.step) * r.step;
+        r.max = std::ceil(hi / r.step) * r.step;
+        if (r.max <= hi - r.step * 1e-9) // floating point: never cut the largest value off
+            r.max += r.step;
+        if (std::lround((r.max - r.min) / r.step) <= intervals)
+            break;
+        r.step = niceStep(r.step * 1.0001); // the next 1-2-5 step
+    }
     return r;
 }
 
-QString labelFormat(double step)
+// The step axis: whole steps, from 0.
+NiceRange stepRange(bool empty, double lo, double hi, int intervals)
 {
-    return QStringLiteral("%.%1f").arg(stepDecimals(step));
+    return empty ? niceRange(0, 1, true, intervals, 1) : niceRange(lo, hi, true, intervals, 1);
 }
 
-void applyRange(QValueAxis *axis, const NiceRange &r)
+QString labelFormat(double step, const QString &suffix = {})
+{
+    return QStringLiteral("%.%1f").arg(stepDecimals(step)) + suffix;
+}
+
+QString tickText(double value, double step, const QString &suffix)
+{
+    return QString::number(value, 'f', stepDecimals(step)) + suffix;
+}
+
+void applyRange(QValueAxis *axis, const NiceRange &r, const QString &suffix = {})
 {
     axis->setRange(r.min, r.max);
     axis->setTickCount(int(std::lround((r.max - r.min) / r.step)) + 1);
-    axis->setLabelFormat(labelFormat(r.step));
+    axis->setLabelFormat(labelFormat(r.step, suffix));
+}
+
+// A label that wraps and takes the width its grid column gives it (never
+// asks for more: a long legend must not widen its chart).
+QLabel *wrappingLabel(QWidget *parent)
+{
+    auto *label = new QLabel(parent);
+    label->setWordWrap(true);
+    label->setTextFormat(Qt::RichText);
+    QSizePolicy policy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    policy.setHeightForWidth(true);
+    label->setSizePolicy(policy);
+    return label;
 }
 
 // Keeps every other point, always the newest: halves a line that grew past
@@ -90,8 +125,8 @@ ChartsPanel::ChartsPanel(QWidget *parent)
     : QWidget(parent)
     , m_model(new MetricsModel(this))
 {
-    m_loss = makePlot(tr("Loss"), tr("loss"), false);
-    m_throughput = makePlot(tr("Samples/s"), tr("samples/s"), true);
+    m_loss = makePlot(tr("Loss"), QString(), false);
+    m_throughput = makePlot(tr("Samples/s"), QString(), true);
     m_bytes = makePlot(tr("Sent per node"), tr("B/s"), true);
 
     m_trainLoss = new QLineSeries(this);
@@ -104,16 +139,27 @@ ChartsPanel::ChartsPanel(QWidget *parent)
     m_samples = new QLineSeries(this);
     m_samples->setName(tr("samples/s"));
     addSeries(m_throughput, m_samples, kSamplesColour);
-    m_throughput.view->chart()->legend()->hide();
 
     auto *layout = new QGridLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
-    layout->setSpacing(4);
-    // One row: the charts share the height a dock along the window's bottom has.
-    layout->addWidget(m_loss.view, 0, 0);
-    layout->addWidget(m_throughput.view, 0, 1);
-    layout->addWidget(m_bytes.view, 0, 2);
-    layout->setRowStretch(0, 1);
+    layout->setHorizontalSpacing(4);
+    layout->setVerticalSpacing(0);
+    // One row of charts (they share the height a dock along the window's
+    // bottom has): titles above, plots, legends below, in equal columns.
+    int column = 0;
+    for (Plot *plot : {&m_loss, &m_throughput, &m_bytes}) {
+        layout->addWidget(plot->title, 0, column);
+        layout->addWidget(plot->view, 1, column);
+        layout->addWidget(plot->legend, 2, column);
+        layout->setColumnStretch(column++, 1);
+    }
+    layout->setRowStretch(1, 1);
+    // One white card per chart: the labels on the plots' background.
+    setAutoFillBackground(true);
+    QPalette p = palette();
+    p.setColor(QPalette::Window, Qt::white);
+    p.setColor(QPalette::WindowText, Qt::black);
+    setPalette(p);
 
     applyStyle();
 }
@@ -124,22 +170,144 @@ ChartsPanel::Plot ChartsPanel::makePlot(const QString &title, const QString &yTi
 {
     Plot plot;
     auto *chart = new QChart;
-    chart->setTitle(title);
-    chart->setMargins(QMargins(4, 4, 4, 4));
+    chart->setMargins(QMargins(4, 2, 8, 2));
     chart->setBackgroundRoundness(0);
-    chart->legend()->setAlignment(Qt::AlignTop);
+    chart->legend()->hide(); // ours, below the plot, wraps instead of eliding
     plot.x = new QValueAxis(chart);
     plot.x->setTitleText(tr("step"));
     plot.y = new QValueAxis(chart);
     plot.y->setTitleText(yTitle);
+    plot.y->setTitleVisible(false); // the unit is in the chart's title
     chart->addAxis(plot.x, Qt::AlignBottom);
     chart->addAxis(plot.y, Qt::AlignLeft);
     plot.view = new QChartView(chart, this);
     plot.view->setRenderHint(QPainter::Antialiasing);
+    plot.view->setMinimumSize(80, 50);
+    plot.title = wrappingLabel(this);
+    plot.title->setAlignment(Qt::AlignHCenter | Qt::AlignBottom);
+    plot.legend = wrappingLabel(this);
+    plot.legend->setAlignment(Qt::AlignHCenter | Qt::AlignTop);
+    plot.legend->installEventFilter(this); // a new width: what the legend has room for
+    plot.view->installEventFilter(this);   // a new size: fewer or more ticks
+    connect(chart, &QChart::plotAreaChanged, this, [this, chart] {
+        if (Plot *p = plotOf(chart))
+            fitTicks(*p);
+    });
     plot.includeZero = includeZero;
+    plot.titleText = title;
     plot.yTitle = yTitle;
     resetAxes(plot);
     return plot;
+}
+
+ChartsPanel::Plot *ChartsPanel::plotOf(const QChart *chart)
+{
+    return const_cast<Plot *>(std::as_const(*this).plotOf(chart));
+}
+
+const ChartsPanel::Plot *ChartsPanel::plotOf(const QChart *chart) const
+{
+    for (const Plot *plot : {&m_loss, &m_throughput, &m_bytes})
+        if (plot->view && plot->view->chart() == chart)
+            return plot;
+    return nullptr;
+}
+
+QLabel *ChartsPanel::titleLabel(const QChart *chart) const
+{
+    const Plot *plot = plotOf(chart);
+    return plot ? plot->title : nullptr;
+}
+
+QLabel *ChartsPanel::legendLabel(const QChart *chart) const
+{
+    const Plot *plot = plotOf(chart);
+    return plot ? plot->legend : nullptr;
+}
+
+QStringList ChartsPanel::legendEntries(const QChart *chart) const
+{
+    const Plot *plot = plotOf(chart);
+    return plot && !plot->legend->isHidden() ? plot->legendEntries : QStringList();
+}
+
+bool ChartsPanel::eventFilter(QObject *watched, QEvent *event)
+{
+    if (event->type() == QEvent::Resize)
+        for (Plot *plot : {&m_loss, &m_throughput, &m_bytes}) {
+            if (watched == plot->legend)
+                updateLegend(*plot);
+            else if (watched == plot->view)
+                fitTicks(*plot);
+        }
+    return QWidget::eventFilter(watched, event);
+}
+
+void ChartsPanel::updateTitle(Plot &plot)
+{
+    // The unit whole on one line: "MB/s" broken after its "/" reads as two
+    // words (a word joiner forbids that break).
+    QString unit = plot.y->titleText().toHtmlEscaped();
+    unit.replace(QLatin1Char('/'), QStringLiteral("/\u2060"));
+    plot.title->setText(unit.isEmpty() ? plot.titleText.toHtmlEscaped()
+                                       : tr("%1, %2").arg(plot.titleText.toHtmlEscaped(), unit));
+}
+
+// "■ name" per line, as many as fit in kLegendLines lines at the label's
+// width, then "+N more"; wraps only between entries. A chart of one line
+// has no legend: its title names it.
+void ChartsPanel::updateLegend(Plot &plot)
+{
+    QList<QXYSeries *> lines;
+    const auto series = plot.view->chart()->series();
+    for (QAbstractSeries *s : series)
+        if (auto *xy = qobject_cast<QXYSeries *>(s))
+            lines << xy;
+    plot.legendEntries.clear();
+    if (lines.size() < 2) {
+        plot.legend->clear();
+        plot.legend->hide();
+        return;
+    }
+    const QFontMetricsF fm(plot.legend->font());
+    const double room = std::max(40, plot.legend->width() - 4);
+    const double gap = fm.horizontalAdvance(QStringLiteral("\u00a0\u00a0 "));
+    const auto entryWidth = [&](const QString &text) { return fm.horizontalAdvance(QStringLiteral("\u25a0\u00a0") + text); };
+    // How many of the first `n` entries, plus "+rest more" when n < all, fit.
+    const auto fits = [&](int n) {
+        int rows = 1;
+        double x = 0;
+        for (int i = 0; i <= n; ++i) {
+            const bool more = i == n;
+            if (more && n == lines.size())
+                break;
+            const double w = more ? fm.horizontalAdvance(tr("+%1 more").arg(lines.size() - n))
+                                  : entryWidth(lines[i]->name());
+            if (x > 0 && x + gap + w > room) {
+                ++rows;
+                x = w;
+            } else {
+                x += (x > 0 ? gap : 0) + w;
+            }
+        }
+        return rows <= kLegendLines;
+    };
+    int shown = int(lines.size());
+    while (shown > 1 && !fits(shown))
+        --shown;
+    QStringList html;
+    for (int i = 0; i < shown; ++i) {
+        const QString name = lines[i]->name().isEmpty() ? tr("line %1").arg(i + 1) : lines[i]->name();
+        plot.legendEntries << name;
+        html << QStringLiteral("<span style=\"color:%1\">\u25a0</span>\u00a0%2")
+                    .arg(lines[i]->color().name(), name.toHtmlEscaped().replace(QLatin1Char(' '), QChar::Nbsp));
+    }
+    if (shown < lines.size()) {
+        plot.legendEntries << tr("+%1 more").arg(lines.size() - shown);
+        html << plot.legendEntries.last().toHtmlEscaped().replace(QLatin1Char(' '), QChar::Nbsp);
+    }
+    plot.legend->setText(html.join(QStringLiteral("\u00a0\u00a0 ")));
+    plot.legend->show();
 }
 
 void ChartsPanel::addSeries(Plot &plot, QXYSeries *series, const QColor &colour)
@@ -148,6 +316,7 @@ void ChartsPanel::addSeries(Plot &plot, QXYSeries *series, const QColor &colour)
     series->attachAxis(plot.x);
     series->attachAxis(plot.y);
     series->setColor(colour);
+    updateLegend(plot);
 }
 
 QChart *ChartsPanel::lossChart() const
@@ -237,6 +406,7 @@ void ChartsPanel::setRankNames(const QStringList &names)
     for (std::size_t r = 0; r < m_bytesPerRank.size(); ++r)
         m_bytesPerRank[r]->setName(int(r) < names.size() && !names[int(r)].isEmpty() ? names[int(r)]
                                                                                       : tr("rank %1").arg(r));
+    updateLegend(m_bytes);
 }
 
 QLineSeries *ChartsPanel::ensureBytesSeries(int rank)
@@ -272,6 +442,11 @@ void ChartsPanel::addSteps(const QVector<StepPoint> &points)
     }
     if (largest / m_bytes.yScale >= 1000)
         chooseByteUnit(largest);
+    double fastest = 0;
+    for (const StepPoint &point : points)
+        if (std::isfinite(point.samplesPerSecond))
+            fastest = std::max(fastest, std::abs(point.samplesPerSecond));
+    chooseSamplesScale(fastest);
     if (!m_bytesGrouped && m_model->nodeColumnCount() > kMaxRankLines) {
         groupBytes(); // draws these points too
         ranks = 0;
@@ -284,7 +459,7 @@ void ChartsPanel::addSteps(const QVector<StepPoint> &points)
     for (const StepPoint &point : points) {
         const double x = double(point.step);
         loss.append(QPointF(x, point.loss));
-        samples.append(QPointF(x, point.samplesPerSecond));
+        samples.append(QPointF(x, point.samplesPerSecond / m_throughput.yScale));
         for (int r = 0; r < ranks && r < point.bytesPerSecondPerNode.size(); ++r)
             bytes[std::size_t(r)].append(QPointF(x, point.bytesPerSecondPerNode[r] / m_bytes.yScale));
     }
@@ -311,12 +486,17 @@ void ChartsPanel::addComparisonSteps(const QVector<StepPoint> &points)
         m_bSamples = dashed(m_throughput, tr("B samples/s"), kSamplesColour);
         m_bBytes = dashed(m_bytes, tr("B, mean per node"), Qt::darkGray);
         m_samples->setName(tr("A samples/s"));
-        m_throughput.view->chart()->legend()->show();
+        updateLegend(m_throughput);
     }
+    double fastest = 0;
+    for (const StepPoint &point : points)
+        if (std::isfinite(point.samplesPerSecond))
+            fastest = std::max(fastest, std::abs(point.samplesPerSecond));
+    chooseSamplesScale(fastest);
     QList<QPointF> loss, samples, bytes;
     for (const StepPoint &point : points) {
         loss.append(QPointF(double(point.step), point.loss));
-        samples.append(QPointF(double(point.step), point.samplesPerSecond));
+        samples.append(QPointF(double(point.step), point.samplesPerSecond / m_throughput.yScale));
         if (!point.bytesPerSecondPerNode.isEmpty()) {
             double sum = 0;
             for (double v : point.bytesPerSecondPerNode)
@@ -349,7 +529,8 @@ void ChartsPanel::removeComparison()
     }
     m_bLoss = m_bSamples = m_bBytes = nullptr;
     m_samples->setName(tr("samples/s"));
-    m_throughput.view->chart()->legend()->hide();
+    for (Plot *plot : {&m_loss, &m_throughput, &m_bytes})
+        updateLegend(*plot);
 }
 
 void ChartsPanel::addTestPoint(std::int64_t step, double value)
@@ -392,17 +573,101 @@ void ChartsPanel::plot(Plot &plot, QXYSeries *series, const QList<QPointF> &poin
         }
     }
     if (first || plot.xMin < plot.x->min() || plot.xMax > plot.x->max())
-        applyRange(plot.x, niceRange(plot.xMin, plot.xMax, true));
+        applyXRange(plot);
     if (first || plot.yMin < plot.y->min() || plot.yMax > plot.y->max())
-        applyRange(plot.y, niceRange(plot.yMin, plot.yMax, plot.includeZero));
+        applyYRange(plot);
+}
+
+void ChartsPanel::applyXRange(Plot &plot)
+{
+    plot.xIntervals = xIntervalsThatFit(plot);
+    applyRange(plot.x, stepRange(plot.empty, plot.xMin, plot.xMax, plot.xIntervals));
+}
+
+void ChartsPanel::applyYRange(Plot &plot)
+{
+    if (plot.empty)
+        applyRange(plot.y, niceRange(0, 1, true, plot.yIntervals), plot.ySuffix);
+    else
+        applyRange(plot.y, niceRange(plot.yMin, plot.yMax, plot.includeZero, plot.yIntervals), plot.ySuffix);
 }
 
 void ChartsPanel::resetAxes(Plot &plot)
 {
     plot.empty = true;
     plot.xMin = plot.xMax = plot.yMin = plot.yMax = 0;
-    applyRange(plot.x, niceRange(0, 1, true));
-    applyRange(plot.y, niceRange(0, 1, true));
+    applyXRange(plot);
+    applyYRange(plot);
+}
+
+// Qt Charts elides a tick label that is wider than its share of the axis:
+// the most x ticks (up to six intervals) whose labels, each with a gap of
+// two characters, fit the plot's width for the data plotted now (five
+// before the plot has a size). It depends only on the data and the plot's
+// width, so a new count cannot flip the next one back.
+int ChartsPanel::xIntervalsThatFit(const Plot &plot) const
+{
+    const QRectF area = plot.view->chart()->plotArea();
+    if (area.width() < 1)
+        return 5;
+    const QFontMetricsF fm(plot.x->labelsFont());
+    for (int n = 6; n > 1; --n) {
+        const NiceRange r = stepRange(plot.empty, plot.xMin, plot.xMax, n);
+        const int ticks = int(std::lround((r.max - r.min) / r.step));
+        double widest = 0;
+        for (int i = 0; i <= ticks; ++i)
+            widest = std::max(widest, fm.horizontalAdvance(tickText(r.min + i * r.step, r.step, QString())));
+        if (area.width() / std::max(1, ticks) >= widest + 2 * fm.averageCharWidth())
+            return n;
+    }
+    return 1;
+}
+
+// A new plot size: as many ticks as fit now (on the y axis, a label and a
+// third of another's height between ticks). The x axis title ("step")
+// shows only on a plot tall enough to spare it a line.
+void ChartsPanel::fitTicks(Plot &plot)
+{
+    const QRectF area = plot.view->chart()->plotArea();
+    if (area.width() < 1 || area.height() < 1)
+        return;
+    const QFontMetricsF fm(plot.y->labelsFont());
+    const int yIntervals = std::clamp(int(area.height() / (1.3 * fm.height())), 1, 5);
+    plot.x->setTitleVisible(plot.view->height() >= 11 * QFontMetricsF(plot.x->titleFont()).height());
+    if (xIntervalsThatFit(plot) != plot.xIntervals)
+        applyXRange(plot);
+    if (yIntervals != plot.yIntervals) {
+        plot.yIntervals = yIntervals;
+        applyYRange(plot);
+    }
+}
+
+void ChartsPanel::rescale(Plot &plot, const QList<QXYSeries *> &lines, double newScale)
+{
+    const double ratio = plot.yScale / newScale;
+    for (QXYSeries *series : lines) {
+        if (!series)
+            continue;
+        QList<QPointF> points = series->points();
+        for (QPointF &p : points)
+            p.setY(p.y() * ratio);
+        series->replace(points);
+    }
+    plot.yMin *= ratio;
+    plot.yMax *= ratio;
+    plot.yScale = newScale;
+    if (!plot.empty)
+        applyYRange(plot);
+}
+
+void ChartsPanel::chooseSamplesScale(double largest)
+{
+    // "8k" where "8000" would need room a third of a projector lacks.
+    const double scale = largest >= 1e6 ? 1e6 : largest >= 1e3 ? 1e3 : 1;
+    if (scale <= m_throughput.yScale)
+        return;
+    m_throughput.ySuffix = scale >= 1e6 ? QStringLiteral("M") : QStringLiteral("k");
+    rescale(m_throughput, {m_samples, m_bSamples}, scale);
 }
 
 void ChartsPanel::chooseByteUnit(double largest)
@@ -417,19 +682,13 @@ void ChartsPanel::chooseByteUnit(double largest)
     if (kUnits[u].scale <= m_bytes.yScale)
         return;
     // Rare (at most three times a run): rescale the lines already drawn.
-    const double ratio = m_bytes.yScale / kUnits[u].scale;
-    for (QLineSeries *series : bytesLines()) {
-        QList<QPointF> points = series->points();
-        for (QPointF &p : points)
-            p.setY(p.y() * ratio);
-        series->replace(points);
-    }
-    m_bytes.yMin *= ratio;
-    m_bytes.yMax *= ratio;
-    m_bytes.yScale = kUnits[u].scale;
+    QList<QXYSeries *> lines;
+    for (QLineSeries *series : bytesLines())
+        lines << series;
+    lines << m_bBytes;
     m_bytes.y->setTitleText(QString::fromLatin1(kUnits[u].unit));
-    if (!m_bytes.empty)
-        applyRange(m_bytes.y, niceRange(m_bytes.yMin, m_bytes.yMax, true));
+    updateTitle(m_bytes);
+    rescale(m_bytes, lines, kUnits[u].scale);
 }
 
 void ChartsPanel::clear()
@@ -448,8 +707,13 @@ void ChartsPanel::clear()
     m_bytesGrouped = false;
     m_bytes.yScale = 1;
     m_bytes.y->setTitleText(m_bytes.yTitle);
-    for (Plot *plot : {&m_loss, &m_throughput, &m_bytes})
+    updateTitle(m_bytes);
+    m_throughput.yScale = 1;
+    m_throughput.ySuffix.clear();
+    for (Plot *plot : {&m_loss, &m_throughput, &m_bytes}) {
         resetAxes(*plot);
+        updateLegend(*plot);
+    }
 }
 
 void ChartsPanel::setProjectorMode(bool on)
@@ -468,7 +732,7 @@ void ChartsPanel::applyStyle()
     QFont labels = base;
     if (m_projector) {
         // Fixed sizes: the window may already have enlarged the inherited font.
-        title.setPointSizeF(18);
+        title.setPointSizeF(15);
         base.setPointSizeF(14);
         labels.setPointSizeF(13);
     } else {
@@ -476,10 +740,17 @@ void ChartsPanel::applyStyle()
     }
     const qreal pen = m_projector ? 4 : 2;
 
-    for (const Plot *plot : {&m_loss, &m_throughput, &m_bytes}) {
+    for (Plot *plot : {&m_loss, &m_throughput, &m_bytes}) {
         QChart *chart = plot->view->chart();
-        chart->setTitleFont(title);
-        chart->legend()->setFont(base);
+        plot->title->setFont(title);
+        plot->legend->setFont(base);
+        // A line each at least: a wrapped label's own minimum is its height
+        // at a narrow width, which would make the docked panel demand more
+        // height than a 768 px window has; the layout gives them their
+        // height for the width they get.
+        plot->title->setMinimumHeight(QFontMetrics(title).height());
+        plot->legend->setMinimumHeight(QFontMetrics(base).height());
+        updateTitle(*plot);
         for (QValueAxis *axis : {plot->x, plot->y}) {
             axis->setLabelsFont(labels);
             axis->setTitleFont(base);
@@ -495,6 +766,10 @@ void ChartsPanel::applyStyle()
         }
     }
     m_testLoss->setMarkerSize(m_projector ? 8 : 5);
+    for (Plot *plot : {&m_loss, &m_throughput, &m_bytes}) {
+        updateLegend(*plot);
+        fitTicks(*plot);
+    }
 }
 
 } // namespace smol::widgets

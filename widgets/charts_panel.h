@@ -3,9 +3,17 @@
 // step, and the bytes each node sent per second (one line per rank, in the
 // rank's colour; above kMaxRankLines ranks, three lines instead: the most,
 // the mean and the least any node sent at each step, so a class's 64 nodes
-// make a readable chart with a legend of three). The figures come from the engine bridge as StepPoints; the
-// panel plots them as given and keeps every one of them in a MetricsModel
-// (metricsModel(), for a table or a CSV export).
+// make a readable chart with a legend of three). The figures come from the
+// engine bridge as StepPoints; the panel plots them as given and keeps every
+// one of them in a MetricsModel (metricsModel(), for a table or a CSV export).
+//
+// Readable in a third of a 1024 px projector (issue 25): each chart's title
+// (with its unit: "Sent per node, MB/s") and legend are word-wrapped labels
+// above and below the plot, never elided; the plot itself shows no axis
+// titles but "step", and that only when it is tall enough; the ticks are as
+// many as their labels have room for, and large rates read "8k", not
+// "8000". A legend names every line in at most kLegendLines lines, then
+// "+N more".
 //
 // Cost per addStep: one QXYSeries::append per line and an axis update only
 // when a point falls outside the current range (the range then grows to the
@@ -29,6 +37,7 @@
 QT_BEGIN_NAMESPACE
 class QChart;
 class QChartView;
+class QLabel;
 class QLineSeries;
 class QValueAxis;
 class QXYSeries;
@@ -44,6 +53,7 @@ class ChartsPanel : public QWidget {
 public:
     static constexpr int kMaxPoints = 2000;
     static constexpr int kMaxRankLines = 8;
+    static constexpr int kLegendLines = 2;
 
     explicit ChartsPanel(QWidget *parent = nullptr);
     ~ChartsPanel() override;
@@ -90,6 +100,16 @@ public:
     // Every line on the bytes chart: one per rank, or max, mean and min.
     QList<QLineSeries *> bytesLines() const;
     bool bytesGrouped() const { return m_bytesGrouped; }
+    // The title and legend labels of `chart` (one of the three above).
+    QLabel *titleLabel(const QChart *chart) const;
+    QLabel *legendLabel(const QChart *chart) const;
+    // What the legend of `chart` names, in order ("+3 more" last when not
+    // every line fits); empty when the legend is hidden (one line, named by
+    // the title).
+    QStringList legendEntries(const QChart *chart) const;
+
+protected:
+    bool eventFilter(QObject *watched, QEvent *event) override;
 
 private:
     // One chart: its view, axes and the extent of the data plotted on it.
@@ -97,14 +117,37 @@ private:
         QChartView *view = nullptr;
         QValueAxis *x = nullptr;
         QValueAxis *y = nullptr;
+        QLabel *title = nullptr;
+        QLabel *legend = nullptr;
+        QStringList legendEntries; // as shown
         bool includeZero = false; // rates start at 0; the loss axis hugs the data
         bool empty = true;
         double xMin = 0, xMax = 0, yMin = 0, yMax = 0;
-        double yScale = 1; // the bytes chart shows kB/s, MB/s...: value / yScale
-        QString yTitle;
+        // Plotted values are value / yScale: the bytes chart in kB/s, MB/s...
+        // (named in the title), samples/s in thousands ("8k": ySuffix).
+        double yScale = 1;
+        QString ySuffix;
+        QString titleText; // without the unit
+        QString yTitle;    // the unit: in the title, the axis title hidden
+        // As many tick intervals as the plot has room for labels (set from
+        // the plot area; recomputed when it changes).
+        int xIntervals = 5, yIntervals = 5;
     };
 
     Plot makePlot(const QString &title, const QString &yTitle, bool includeZero);
+    Plot *plotOf(const QChart *chart);
+    const Plot *plotOf(const QChart *chart) const;
+    void updateTitle(Plot &plot);
+    void updateLegend(Plot &plot);
+    // Tick counts from the plot area and label sizes; re-ranges when they change.
+    void fitTicks(Plot &plot);
+    int xIntervalsThatFit(const Plot &plot) const;
+    void applyXRange(Plot &plot);
+    void applyYRange(Plot &plot);
+    // Samples/s chart only: plain, k or M for the largest value.
+    void chooseSamplesScale(double largest);
+    // Divides every plotted y of `lines` by newScale / plot.yScale.
+    void rescale(Plot &plot, const QList<QXYSeries *> &lines, double newScale);
     void addSeries(Plot &plot, QXYSeries *series, const QColor &colour);
     // Appends (x, y) unless y is not finite, decimates, grows the axes.
     void plot(Plot &plot, QXYSeries *series, double x, double y);

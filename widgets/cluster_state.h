@@ -32,6 +32,9 @@ struct NodeState {
     NodeRunState state = NodeRunState::Idle;
     double slowdown = 1;     // emulated compute slowdown (1 = none)
     net::MemoryByCategory memory; // as the engine's memory accounting reports it
+    // Each category at its largest during the node's newest step (its peak:
+    // the allocator's high-water mark in it); all zero when not measured.
+    net::MemoryByCategory stepPeak;
     // What the ZeRO formulas predict for this node's params+grads+optimizer
     // under the chosen strategy (bytes); empty when no formula applies.
     std::optional<std::int64_t> predictedBytes;
@@ -90,6 +93,9 @@ struct ClusterState {
     Topology topology = Topology::Ring;
     std::int64_t step = -1; // newest completed step
     std::int64_t steps = 0; // planned
+    // The step the cluster is in when the feed knows it better than step + 1:
+    // at a pause the held collective's (-1: step + 1; widgets/step_number.h).
+    std::int64_t current = -1;
     QVector<NodeState> nodes; // by id
     QVector<LinkState> links;
     // false under --backend gloo: Gloo's pairs are invisible, so there is no

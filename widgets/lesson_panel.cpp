@@ -130,6 +130,17 @@ public:
         return {w, heightForWidth(w)};
     }
 
+    // Where each line starts, in the label's coordinates.
+    QVector<int> lineTops() const
+    {
+        QVector<int> tops;
+        const QRect r = contentsRect();
+        layoutText(r.width(), nullptr, {}, &tops);
+        for (int &t : tops)
+            t += r.top();
+        return tops;
+    }
+
 protected:
     void paintEvent(QPaintEvent *) override
     {
@@ -141,8 +152,8 @@ protected:
 
 private:
     // Lays the text out at `width` px, draws it at `origin` when given a
-    // painter, and returns its height.
-    int layoutText(int width, QPainter *p = nullptr, QPoint origin = {}) const
+    // painter, and returns its height (and each line's top into `tops`).
+    int layoutText(int width, QPainter *p = nullptr, QPoint origin = {}, QVector<int> *tops = nullptr) const
     {
         QString s = text();
         const QFontMetricsF fm(font());
@@ -164,6 +175,8 @@ private:
         for (QTextLine line = layout.createLine(); line.isValid(); line = layout.createLine()) {
             line.setLineWidth(std::max(1, width));
             line.setPosition({0, y});
+            if (tops)
+                tops->append(int(std::floor(y)));
             y += line.height() + std::max(0.0, leading);
         }
         layout.endLayout();
@@ -176,6 +189,20 @@ private:
 };
 
 namespace {
+
+// The close button: square at the row's height, wider only if its text
+// needs it (a push button's usual minimum width would squeeze Next).
+class SquareButton : public QPushButton {
+public:
+    using QPushButton::QPushButton;
+    QSize sizeHint() const override
+    {
+        const QSize natural = QPushButton::sizeHint();
+        const int textWidth = fontMetrics().horizontalAdvance(text()) + 2 * fontMetrics().averageCharWidth();
+        return {std::max(minimumHeight(), textWidth), natural.height()};
+    }
+    QSize minimumSizeHint() const override { return sizeHint(); }
+};
 
 // A reveal's box: a light fill with a border, drawn in the palette's colours.
 class RevealFrame : public QWidget {
@@ -256,8 +283,13 @@ LessonPanel::LessonPanel(QWidget *parent)
     outer->addWidget(m_header);
     m_progress = new StepProgress(this);
     outer->addWidget(m_progress);
+    // The step's title stays above the part that scrolls: a reveal that
+    // scrolls the text up must not leave the class half a heading.
+    m_title = new WrappingLabel(this);
+    m_title->setObjectName(QStringLiteral("lessonStepTitle"));
+    outer->addWidget(m_title);
 
-    // The part that scrolls: title, text and the reveals.
+    // The part that scrolls: the text and the reveals.
     m_scroll = new QScrollArea(this);
     m_scroll->setWidgetResizable(true);
     m_scroll->setFrameShape(QFrame::NoFrame);
@@ -266,9 +298,6 @@ LessonPanel::LessonPanel(QWidget *parent)
     auto *content = new QWidget;
     auto *column = new QVBoxLayout(content);
     column->setContentsMargins(0, 0, 8, 0); // text clear of the scroll bar
-    m_title = new WrappingLabel(content);
-    m_title->setObjectName(QStringLiteral("lessonStepTitle"));
-    column->addWidget(m_title);
     m_text = new WrappingLabel(content);
     m_text->setObjectName(QStringLiteral("lessonStepText"));
     column->addWidget(m_text);
@@ -290,7 +319,7 @@ LessonPanel::LessonPanel(QWidget *parent)
     auto *buttons = new QHBoxLayout;
     m_back = new QPushButton(tr("\u25C0 Back"), this);
     m_next = new QPushButton(tr("Next"), this);
-    m_close = new QPushButton(QStringLiteral("\u00D7"), this);
+    m_close = new SquareButton(QStringLiteral("\u00D7"), this);
     m_close->setToolTip(tr("Close the lesson"));
     m_close->setAccessibleName(tr("Close the lesson"));
     for (QPushButton *b : {m_back, m_next, m_close})
@@ -327,10 +356,13 @@ void LessonPanel::setView(const LessonStepView &view)
             kept << prediction(i);
     // The first number revealed by this view, to scroll to (the class
     // should see it without anyone reaching for the mouse).
-    int newlyRevealed = -1;
-    for (int i = 0; sameStep && i < view.reveals.size() && newlyRevealed < 0; ++i)
-        if (view.reveals[i].revealed && (i >= m_view.reveals.size() || !m_view.reveals[i].revealed))
-            newlyRevealed = i;
+    int newlyRevealed = -1, lastRevealed = -1;
+    for (int i = 0; sameStep && i < view.reveals.size(); ++i)
+        if (view.reveals[i].revealed && (i >= m_view.reveals.size() || !m_view.reveals[i].revealed)) {
+            if (newlyRevealed < 0)
+                newlyRevealed = i;
+            lastRevealed = i;
+        }
     m_view = view;
     m_hasView = true;
     if (rebuild) {
@@ -343,13 +375,15 @@ void LessonPanel::setView(const LessonStepView &view)
     updateTexts();
     if (newlyRevealed >= 0) {
         // Once the block has its new height (layouts settle on the next pass).
-        // The block's top if it fits, its measured line in any case.
+        // The first block's top if it fits, the last one's measured line in
+        // any case (several numbers revealed at once may not all fit).
         QPointer<QWidget> frame = m_blocks[newlyRevealed].frame;
-        QPointer<QWidget> measured = m_blocks[newlyRevealed].measured;
+        QPointer<QWidget> measured = m_blocks[lastRevealed].measured;
         QTimer::singleShot(0, this, [this, frame, measured] {
             if (frame && measured) {
                 m_scroll->ensureWidgetVisible(frame, 0, 0);
                 m_scroll->ensureWidgetVisible(measured, 0, 10);
+                snapToTextLine();
             }
         });
     }
@@ -561,6 +595,9 @@ void LessonPanel::applyStyle()
     layout()->setContentsMargins(s.margin, s.margin, s.margin, s.margin);
     layout()->setSpacing(s.spacing);
     m_scroll->widget()->layout()->setSpacing(s.spacing + 2);
+    // A line of room below the last reveal, so that snapToTextLine() can
+    // scroll a cut line of text out of the top.
+    m_scroll->widget()->layout()->setContentsMargins(0, 0, 8, QFontMetrics(sized(font(), s.text)).lineSpacing());
     m_blockLayout->setSpacing(s.spacing + 2);
 
     m_header->setFont(sized(font(), s.header));
@@ -591,7 +628,23 @@ void LessonPanel::applyStyle()
         b->setFont(sized(font(), s.button, /*bold=*/b == m_next));
         b->setMinimumHeight(s.buttonHeight);
     }
-    m_close->setFixedWidth(s.buttonHeight);
+    m_close->setFixedWidth(m_close->sizeHint().width());
+}
+
+// A text line cut in half at the top of the scrolled part reads as a stray
+// fragment: scroll on to the start of the next line instead.
+// (The content has a line's room below its end for this: see applyStyle.)
+void LessonPanel::snapToTextLine()
+{
+    QScrollBar *bar = m_scroll->verticalScrollBar();
+    const int offset = bar->value() - m_text->y();
+    if (!m_text->isVisible() || offset <= 0 || offset >= m_text->height())
+        return;
+    for (int top : m_text->lineTops())
+        if (top >= offset) {
+            bar->setValue(std::min(bar->maximum(), m_text->y() + top));
+            return;
+        }
 }
 
 void LessonPanel::requestNext()

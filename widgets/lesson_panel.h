@@ -1,14 +1,15 @@
 // The lesson panel: what a class sees of one lesson step, on a projector,
-// beside the cluster. Top to bottom: "lesson · step 3 of 7" with a bar of
-// the lesson's steps, the step's title and text, one block per number the
-// step reveals (its label, a "Your class predicts:" field and, once
-// revealed, "formula ... = ..." and "measured ..." in large bold type, the
-// measured value in the good or bad colour and marked "agrees" or
-// "differs" in words), the status line, and a button row that never
-// scrolls away: Back, Next (its label and whether it is enabled come from
-// the lesson runner) and close. Everything wraps, anywhere if a word is
-// longer than the panel is wide, so nothing is clipped or scrolls sideways
-// at 300 px; the middle part scrolls vertically when the panel is short.
+// beside the cluster. Top to bottom: "lesson · step 3 of 7" with a bar of the
+// lesson's steps, the step's title (pinned: it never scrolls away), its text,
+// one block per number the step reveals (its label, a "Your class predicts:"
+// field and, once revealed, "formula ... = ..." and "measured ..." in large
+// bold type, the measured value in the good or bad colour and marked "agrees"
+// or "differs" in words), the status line, and a button row that never
+// scrolls away: Back, Next (its label and whether it is enabled come from the
+// lesson runner) and close. Everything wraps, anywhere if a word is longer
+// than the panel is wide, so nothing is clipped or scrolls sideways at 300
+// px; the middle part (text and reveals) scrolls vertically when the panel is
+// short.
 //
 // The panel shows the LessonStepView it is given and nothing else: the
 // lesson runner (the logic) decides the steps, labels and numbers, and
@@ -125,6 +126,7 @@ private:
     void requestNext();
     void requestBack();
     void fieldReturnPressed(int reveal);
+    void snapToTextLine();
 
     LessonStepView m_view;
     bool m_hasView = false; // setView() was called: the index means something

@@ -29,6 +29,8 @@ const ColumnTitle kColumns[MemoryModel::NUM_COLUMNS] = {
     {QT_TRANSLATE_NOOP(CONTEXT, "ZeRO formula"),
      QT_TRANSLATE_NOOP(CONTEXT,
                        "What the ZeRO formula predicts for params + grads + optimizer under this strategy")},
+    {QT_TRANSLATE_NOOP(CONTEXT, "Step peak"),
+     QT_TRANSLATE_NOOP(CONTEXT, "The most the node held during its newest step (its allocator's high-water mark)")},
 };
 #undef CONTEXT
 
@@ -45,6 +47,8 @@ std::optional<std::int64_t> bytesIn(const NodeState &node, int column)
         return node.memory.peak;
     if (column == MemoryModel::Predicted)
         return node.predictedBytes;
+    if (column == MemoryModel::StepPeak && node.stepPeak.peak > 0)
+        return node.stepPeak.peak;
     return std::nullopt;
 }
 
@@ -126,7 +130,13 @@ QVariant MemoryModel::data(const QModelIndex &index, int role) const
     case Qt::ToolTipRole:
         if (column == Node)
             return nodeSummary(node);
-        return bytes ? tr("%1 bytes").arg(QLocale().toString(qlonglong(*bytes))) : QVariant();
+        if (!bytes)
+            return {};
+        if (column >= Params && column <= Comm && node.stepPeak.peak > 0)
+            return tr("%1 bytes now; at most %2 during the newest step")
+                .arg(QLocale().toString(qlonglong(*bytes)),
+                     QLocale().toString(qlonglong(node.stepPeak.category(column - Params))));
+        return tr("%1 bytes").arg(QLocale().toString(qlonglong(*bytes)));
     case Qt::TextAlignmentRole:
         if (column != Node)
             return int(Qt::AlignRight | Qt::AlignVCenter); // Qt 6.4 views read an int

@@ -1,7 +1,10 @@
 // One row per node (in id order) with its memory by category as the engine's
 // tracking allocator measured it: params, grads, optimizer state,
 // activations, comm buffers, live, peak, and what the ZeRO formula predicts
-// for params+grads+optimizer when one applies. The model behind the memory
+// for params+grads+optimizer when one applies, and the most the node held
+// in its newest step (the engine's step peak; a category cell's tooltip has
+// that category's largest in the step: ddp's activations, freed before any
+// collective, show there). The model behind the memory
 // view's table and tooltips; it only displays the snapshot it is given.
 #pragma once
 
@@ -19,7 +22,7 @@ class MemoryModel : public QAbstractTableModel {
     Q_OBJECT
 
 public:
-    enum Columns { Node, Params, Grads, Optimizer, Activations, Comm, Live, Peak, Predicted, NUM_COLUMNS };
+    enum Columns { Node, Params, Grads, Optimizer, Activations, Comm, Live, Peak, Predicted, StepPeak, NUM_COLUMNS };
     // Unformatted values for sorting and tests: the node id (int) in the Node
     // column, bytes (qlonglong) elsewhere; invalid where there is no figure.
     static constexpr int SortRole = Qt::UserRole;

@@ -40,15 +40,27 @@ QVector<double> MemoryView::axisTicks(double maxMiB, int approxTicks)
     return ticks;
 }
 
-QVector<QString> MemoryView::legendLabels(bool withPredicted) const
+QVector<QString> MemoryView::legendLabels(const Geometry &g) const
 {
     QVector<QString> labels;
     for (MemoryCategory c : kMemoryCategories)
         labels << categoryName(c);
     labels << tr("peak");
-    if (withPredicted)
+    if (g.hasStepPeaks)
+        labels << tr("activations at the step's peak");
+    if (g.hasPredicted)
         labels << tr("ZeRO formula (params+grads+optimizer)");
     return labels;
+}
+
+// The top of the step's activations box: params, grads and optimizer at
+// their largest in the step, then its activations; 0 without step peaks.
+std::int64_t MemoryView::stepPeakTop(const NodeState &node)
+{
+    const net::MemoryByCategory &s = node.stepPeak;
+    if (s.activations <= node.memory.activations)
+        return 0;
+    return s.params + s.grads + s.optimizer + s.activations;
 }
 
 double MemoryView::Geometry::y(double bytes) const
@@ -71,26 +83,21 @@ MemoryView::Geometry MemoryView::geometry() const
 
     for (int i = 0; i < m_state->nodes.size(); ++i) {
         g.order << i;
-        g.hasPredicted = g.hasPredicted || m_state->nodes[i].predictedBytes.has_value();
+        const NodeState &n = m_state->nodes[i];
+        g.hasPredicted = g.hasPredicted || n.predictedBytes.has_value();
+        g.hasStepPeaks = g.hasStepPeaks || n.stepPeak.activations > n.memory.activations;
     }
     std::sort(g.order.begin(), g.order.end(),
               [&](int a, int b) { return m_state->nodes[a].id < m_state->nodes[b].id; });
 
-    // Legend items flow left to right and wrap.
-    QPointF at(margin, 0.6 * margin);
-    for (const QString &label : legendLabels(g.hasPredicted)) {
-        const double w = 0.9 * h + 0.35 * h + fm.horizontalAdvance(label);
-        if (at.x() > margin && at.x() + w > width() - margin)
-            at = QPointF(margin, at.y() + 1.2 * h);
-        g.legendItems << QRectF(at, QSizeF(w, h));
-        at.rx() += w + 1.1 * h;
-    }
-    const double legendBottom = g.legendItems.isEmpty() ? 0 : g.legendItems.last().bottom();
+    layoutLegend(g, margin);
+    const double legendBottom = g.legendItems.isEmpty() ? 0 : g.legendBottom;
 
     double maxBytes = 0;
     for (const NodeState &n : m_state->nodes)
         maxBytes = std::max({maxBytes, double(n.memory.live), double(n.memory.peak),
-                             double(n.memory.stacked()), double(n.predictedBytes.value_or(0))});
+                             double(n.memory.stacked()), double(n.predictedBytes.value_or(0)),
+                             double(stepPeakTop(n))});
     if (m_compare)
         for (const NodeState &n : m_compare->nodes)
             maxBytes = std::max({maxBytes, double(n.memory.live), double(n.memory.stacked())});
@@ -105,6 +112,9 @@ MemoryView::Geometry MemoryView::geometry() const
     g.plot = QRectF(QPointF(margin + labelWidth + 0.6 * f, top),
                     QPointF(width() - margin, height() - margin - 2.3 * h));
     g.slot = g.order.isEmpty() ? 0 : g.plot.width() / g.order.size();
+    const QFont smallestName = pixelFont(font(), std::floor(0.7 * f), true);
+    for (const NodeState &n : m_state->nodes)
+        g.ranksOnly = g.ranksOnly || QFontMetricsF(smallestName).horizontalAdvance(displayName(n)) > g.slot * 0.98;
 
     // The stack (with the compared run's and the hollow prediction beside it) centred in each slot.
     g.barWidth = std::min(g.slot * (g.hasPredicted ? 0.4 : 0.55), 5.5 * f);
@@ -118,6 +128,37 @@ MemoryView::Geometry MemoryView::geometry() const
     }
     g.groupWidth = g.barWidth + (g.predictedGap + g.predictedWidth) + (g.compareGap + g.compareWidth);
     return g;
+}
+
+// Legend items flow left to right and wrap between items; an item wider
+// than the whole row ("ZeRO formula (params+grads+optimizer)" in a side
+// panel) wraps its own text onto more lines. In a narrow view (a projector's
+// side panel) the legend takes the smaller font, so the bars keep the height.
+void MemoryView::layoutLegend(Geometry &g, double margin) const
+{
+    g.legendFont = width() < 34 * g.font ? g.fonts.small : g.fonts.plain;
+    const QFontMetricsF fm(g.legendFont);
+    const double h = fm.height();
+    const double row = width() - 2 * margin;
+    QPointF at(margin, 0.6 * margin);
+    double rowBottom = at.y();
+    for (const QString &label : legendLabels(g)) {
+        const double swatch = 0.9 * h + 0.35 * h;
+        double w = swatch + std::ceil(fm.horizontalAdvance(label)) + 1; // whole pixels: no wrap by rounding
+        double itemHeight = h;
+        if (w > row) {
+            const QRectF text = fm.boundingRect(legendTextRect(QRectF(0, 0, row, 1e6), h),
+                                                Qt::TextWordWrap | Qt::AlignLeft, label);
+            w = row;
+            itemHeight = std::max(h, text.height());
+        }
+        if (at.x() > margin && at.x() + w > width() - margin)
+            at = QPointF(margin, rowBottom + 0.2 * h);
+        g.legendItems << QRectF(at, QSizeF(w, itemHeight));
+        rowBottom = std::max(rowBottom, at.y() + itemHeight);
+        at.rx() += w + 0.8 * h;
+    }
+    g.legendBottom = rowBottom;
 }
 
 // The life of one paint: the legend, the axis, then slot by slot (nodes in
@@ -145,18 +186,25 @@ void MemoryView::paintEvent(QPaintEvent *)
         paintComparison(p, g, pal, slot);
         paintNodeLabels(p, g, pal, slot);
     }
+    if (g.ranksOnly) {
+        const double h = QFontMetricsF(g.fonts.plain).height();
+        p.setFont(g.fonts.small);
+        p.setPen(pal.mutedText);
+        p.drawText(QRectF(g.plot.left(), g.plot.bottom() + 1.25 * h, g.plot.width(), h), Qt::AlignCenter,
+                   tr("nodes by rank"));
+    }
 }
 
 void MemoryView::paintLegend(QPainter &p, const Geometry &g, const Palette &pal) const
 {
-    const QFont font = g.fonts.plain;
+    const QFont font = g.legendFont;
     const QFontMetricsF fm(font);
     const double h = fm.height();
-    const QVector<QString> labels = legendLabels(g.hasPredicted);
+    const QVector<QString> labels = legendLabels(g);
     p.setFont(font);
     for (int i = 0; i < g.legendItems.size(); ++i) {
         const QRectF item = g.legendItems[i];
-        const QRectF swatch(item.left(), item.center().y() - 0.4 * h, 0.9 * h, 0.8 * h);
+        const QRectF swatch(item.left(), item.top() + 0.1 * h, 0.9 * h, 0.8 * h);
         if (i < kMemoryCategoryCount) {
             p.setPen(m_projector ? QPen(pal.text, 1) : Qt::NoPen);
             p.setBrush(pal.category(kMemoryCategories[std::size_t(i)]));
@@ -165,14 +213,17 @@ void MemoryView::paintLegend(QPainter &p, const Geometry &g, const Palette &pal)
             p.setPen(QPen(pal.peak, m_projector ? 4 : 2.5, Qt::SolidLine, Qt::FlatCap));
             p.drawLine(QPointF(swatch.left(), swatch.center().y()),
                        QPointF(swatch.right(), swatch.center().y()));
+        } else if (i == kMemoryCategoryCount + 1 && g.hasStepPeaks) { // the hollow activations box
+            p.setPen(QPen(pal.category(MemoryCategory::Activations), m_projector ? 2.5 : 1.5, Qt::DashLine));
+            p.setBrush(Qt::NoBrush);
+            p.drawRect(swatch.adjusted(1, 1, -1, -1));
         } else { // the hollow predicted bar
             p.setPen(QPen(pal.predicted, m_projector ? 2.5 : 1.5, Qt::DashLine));
             p.setBrush(Qt::NoBrush);
             p.drawRect(swatch.adjusted(2, 0, -2, 0));
         }
         p.setPen(pal.text);
-        p.drawText(QRectF(swatch.right() + 0.35 * h, item.top(), item.right() - swatch.right(), h),
-                   Qt::AlignLeft | Qt::AlignVCenter, labels[i]);
+        p.drawText(legendTextRect(item, h), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, labels[i]);
     }
 }
 
@@ -225,9 +276,18 @@ void MemoryView::paintStack(QPainter &p, const Geometry &g, const Palette &pal, 
         p.setBrush(Qt::NoBrush);
         p.drawRect(QRectF(QPointF(bar.left(), g.y(bytes)), QPointF(bar.right(), g.y(0))));
     }
-    // The live figure sits on the stack, or above the peak tick when the
-    // tick leaves it no room.
-    double labelBottom = g.y(std::max(bytes, double(node.memory.live))) - 0.15 * f;
+    // The step's activations at their largest, a hollow box on what the node
+    // held beside them (ddp's forward, freed before any collective).
+    const double activationsTop = double(stepPeakTop(node));
+    if (node.stepPeak.activations > node.memory.activations) {
+        const double held = activationsTop - double(node.stepPeak.activations);
+        p.setPen(QPen(pal.category(MemoryCategory::Activations), m_projector ? 2.5 : 1.5, Qt::DashLine, Qt::FlatCap));
+        p.setBrush(Qt::NoBrush);
+        p.drawRect(QRectF(QPointF(bar.left() + 1, g.y(activationsTop)), QPointF(bar.right() - 1, g.y(held))));
+    }
+    // The live figure sits on the stack (or the step's box), or above the
+    // peak tick when the tick leaves it no room.
+    double labelBottom = g.y(std::max({bytes, double(node.memory.live), activationsTop})) - 0.15 * f;
     if (node.memory.peak > 0) {
         const double y = g.y(double(node.memory.peak));
         const double reach = 0.22 * g.barWidth;
@@ -313,29 +373,92 @@ void MemoryView::paintComparison(QPainter &p, const Geometry &g, const Palette &
                Qt::AlignHCenter | Qt::AlignBottom, other ? tr("B") : tr("B \u2014"));
 }
 
+// What is written under a slot: the node's rank-first name (displayName),
+// in a smaller font before anything is cut; when some name does not fit
+// its slot even so (16 nodes in a side panel), every slot shows its rank
+// alone (every k-th one when even those crowd) over one "nodes by rank".
+QString MemoryView::slotLabel(const Geometry &g, int slot, QFont *font) const
+{
+    const NodeState &node = m_state->nodes[g.order[slot]];
+    const double f = g.font;
+    if (g.ranksOnly) {
+        // The small font, down to 0.7 of the plain one, before skipping any.
+        const double widestAtOne =
+            QFontMetricsF(pixelFont(this->font(), 100, true)).horizontalAdvance(QString::number(std::max(1, int(g.order.size()) - 1))) / 100;
+        const double px = std::clamp(std::floor((g.slot - 0.15 * f) / std::max(0.01, widestAtOne)), std::floor(0.7 * f),
+                                     std::floor(0.85 * f));
+        *font = pixelFont(this->font(), px, true);
+        const double widest = QFontMetricsF(*font).horizontalAdvance(QString::number(std::max(1, int(g.order.size()) - 1)));
+        const int every = std::max(1, int(std::ceil((widest + 0.15 * f) / std::max(1.0, g.slot))));
+        if (slot % every != 0)
+            return {};
+        return node.rank >= 0 ? QString::number(node.rank) : QStringLiteral("\u2013");
+    }
+    const QString name = displayName(node);
+    const QFontMetricsF bfm(g.fonts.bold);
+    *font = g.fonts.bold;
+    if (bfm.horizontalAdvance(name) > g.slot * 0.98) // many nodes: a smaller font first
+        *font = pixelFont(this->font(), std::max(std::floor(0.7 * f), std::floor(f * g.slot * 0.95 / bfm.horizontalAdvance(name))),
+                          true);
+    return name;
+}
+
+QVector<MemoryView::LegendEntry> MemoryView::legendEntries() const
+{
+    const Geometry g = geometry();
+    const QVector<QString> labels = legendLabels(g);
+    QVector<LegendEntry> entries;
+    for (int i = 0; i < g.legendItems.size(); ++i)
+        entries.append({g.legendItems[i], legendTextRect(g.legendItems[i], QFontMetricsF(g.legendFont).height()),
+                        labels[i]});
+    return entries;
+}
+
+// An item is a swatch 0.9 lines wide, a gap of 0.35, then the text.
+QRectF MemoryView::legendTextRect(const QRectF &item, double lineHeight)
+{
+    return item.adjusted(1.25 * lineHeight, 0, 0, 0);
+}
+
+QFont MemoryView::legendFont() const
+{
+    return geometry().legendFont;
+}
+
+QRectF MemoryView::plotArea() const
+{
+    return geometry().plot;
+}
+
+QStringList MemoryView::nodeLabels() const
+{
+    QStringList labels;
+    const Geometry g = geometry();
+    QFont font;
+    for (int slot = 0; slot < g.order.size(); ++slot)
+        labels << slotLabel(g, slot, &font);
+    return labels;
+}
+
 // Under the slot: the node's name, then its rank and any state worth a word.
 void MemoryView::paintNodeLabels(QPainter &p, const Geometry &g, const Palette &pal, int slot) const
 {
     const NodeState &node = m_state->nodes[g.order[slot]];
-    const double f = g.font;
     const Fonts &fs = g.fonts;
-    const QFontMetricsF bfm(fs.bold), sfm(fs.small);
+    const QFontMetricsF sfm(fs.small);
     const double h = QFontMetricsF(fs.plain).height();
     const QRectF nameRect(g.plot.left() + slot * g.slot, g.plot.bottom() + 0.25 * h, g.slot, h);
-    const QString name = displayName(node);
-    QFont nameFont = fs.bold;
-    if (bfm.horizontalAdvance(name) > g.slot * 0.98) // many nodes: a smaller font before eliding
-        nameFont = pixelFont(
-            font(),
-            std::max(std::floor(0.7 * f), std::floor(f * g.slot * 0.95 / bfm.horizontalAdvance(name))), true);
+    QFont nameFont;
+    const QString name = slotLabel(g, slot, &nameFont);
+    const bool error = node.state == NodeRunState::Lost || node.state == NodeRunState::Failed;
     p.setFont(nameFont);
-    p.setPen(pal.text);
-    p.drawText(nameRect, Qt::AlignHCenter | Qt::AlignVCenter,
-               QFontMetricsF(nameFont).elidedText(name, Qt::ElideMiddle, g.slot * 0.98));
+    p.setPen(g.ranksOnly && error ? pal.state(node.state) : pal.text);
+    p.drawText(nameRect.adjusted(-g.slot, 0, g.slot, 0), Qt::AlignHCenter | Qt::AlignVCenter, name);
+    if (g.ranksOnly)
+        return; // one caption for the row, and the names in the tooltips
     QString second = node.rank >= 0 ? tr("rank %1").arg(node.rank) : tr("not in run");
     const bool flagged = node.state == NodeRunState::Lost || node.state == NodeRunState::Slow ||
                          node.state == NodeRunState::Paused || node.state == NodeRunState::Failed;
-    const bool error = node.state == NodeRunState::Lost || node.state == NodeRunState::Failed;
     if (flagged)
         second += QStringLiteral(" · ") + runStateName(node.state);
     p.setFont(fs.small);

@@ -42,6 +42,19 @@ public:
     static QVector<double> axisTicks(double maxMiB, int approxTicks = 5);
 
     QSize sizeHint() const override { return {640, 420}; }
+
+    // For tests: the legend as laid out now (each entry's rect and text, in
+    // legendFont()), the bars' area, and what is written under each bar
+    // (a node's name or rank; "" where crowded ranks skip one).
+    struct LegendEntry {
+        QRectF rect;     // swatch and text
+        QRectF textRect; // the text, word-wrapped in it
+        QString text;
+    };
+    QVector<LegendEntry> legendEntries() const;
+    QFont legendFont() const;
+    QRectF plotArea() const;
+    QStringList nodeLabels() const;
     // Room for the legend (three rows of large type on a projector) and a
     // plot whose axis labels do not run into the node names.
     QSize minimumSizeHint() const override { return {260, m_projector ? 360 : 200}; }
@@ -57,13 +70,17 @@ private:
     struct Geometry {
         double font = 12;            // pixels
         Fonts fonts;                 // at that size
+        QFont legendFont;            // plain, or small in a narrow view
         QVector<QRectF> legendItems; // swatch + label, one per legend entry
+        double legendBottom = 0;
         QRectF plot;                 // the bars' area; y = 0 at plot.bottom()
         QVector<int> order;          // indices into state->nodes, by id
         double slot = 0;             // width per node
         QVector<double> ticks;       // MiB
         int decimals = 0;            // what the tick labels need
         bool hasPredicted = false;
+        bool hasStepPeaks = false; // some node's activations were higher earlier in its step
+        bool ranksOnly = false;      // under the bars: ranks, not names (too many nodes)
         // Widths in a slot's group, left to right: the stack, the compared
         // run's stack ("B", 0 without one), the hollow prediction (0 without).
         double barWidth = 0;
@@ -74,7 +91,11 @@ private:
         double y(double bytes) const; // on the plot
     };
     Geometry geometry() const;
-    QVector<QString> legendLabels(bool withPredicted) const;
+    void layoutLegend(Geometry &g, double margin) const;
+    static QRectF legendTextRect(const QRectF &item, double lineHeight);
+    QString slotLabel(const Geometry &g, int slot, QFont *font) const;
+    QVector<QString> legendLabels(const Geometry &g) const;
+    static std::int64_t stepPeakTop(const NodeState &node);
     // The paint phases, in painting order; the bar ones for one slot.
     void paintLegend(QPainter &p, const Geometry &g, const Palette &pal) const;
     void paintAxis(QPainter &p, const Geometry &g, const Palette &pal) const;

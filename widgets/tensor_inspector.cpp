@@ -1,14 +1,17 @@
 #include "tensor_inspector.h"
 
 #include "flow_layout.h"
+#include "step_number.h"
 
 #include <QDoubleSpinBox>
 #include <QFile>
+#include <QFontMetricsF>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QPainter>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QTableView>
 #include <QTextStream>
 #include <QVBoxLayout>
@@ -128,7 +131,9 @@ void TensorPlot::paintEvent(QPaintEvent *)
     }
     const bool heat = m_tensor.shape.size() == 2 && !m_tensor.values.isEmpty() &&
                       m_tensor.shape[0] * m_tensor.shape[1] == m_tensor.values.size();
-    QRectF area = rect().adjusted(40, 24, -12, -28);
+    // Room below for the min and max labels (the caption is a label above).
+    const double lineHeight = QFontMetricsF(f).height();
+    QRectF area = rect().adjusted(12, 8, -12, -int(std::ceil(lineHeight)) - 8);
     QRectF histArea = area;
     if (heat) {
         histArea.setWidth(area.width() / 2 - 8);
@@ -147,8 +152,11 @@ void TensorPlot::paintEvent(QPaintEvent *)
                                                      : qRgb(0, 0, 0));
             }
         p.drawImage(heatArea, img);
-        p.drawText(QRectF(heatArea.left(), heatArea.bottom() + 4, heatArea.width(), 20), Qt::AlignCenter,
-                   tr("%1 x %2 (blue < 0 < red)").arg(rows).arg(cols));
+        const QString key = tr("%1 x %2 (blue < 0 < red)").arg(rows).arg(cols);
+        p.drawText(QRectF(heatArea.left(), heatArea.bottom() + 4, heatArea.width(), lineHeight), Qt::AlignCenter,
+                   QFontMetricsF(f).elidedText(key, Qt::ElideRight, heatArea.width()) == key
+                       ? key
+                       : tr("%1 x %2").arg(rows).arg(cols));
     }
     // Histogram of the finite elements.
     const QVector<qint64> &h = m_tensor.histogram;
@@ -162,29 +170,29 @@ void TensorPlot::paintEvent(QPaintEvent *)
             p.fillRect(QRectF(histArea.left() + i * w, histArea.bottom() - height, std::max(1.0, w - 1), height), bar);
         }
     }
+    // The histogram's range under its two ends, inside the widget.
     p.setPen(ink);
-    p.drawText(QRectF(histArea.left() - 36, histArea.bottom() + 4, 120, 20), Qt::AlignLeft,
-               QString::number(m_tensor.histogramMin, 'g', 3));
-    p.drawText(QRectF(histArea.right() - 84, histArea.bottom() + 4, 120, 20), Qt::AlignLeft,
-               QString::number(m_tensor.histogramMax, 'g', 3));
-    const QString what = m_tensor.part.isEmpty() || m_tensor.part == QLatin1String("the whole buffer")
-                             ? QString()
-                             : QStringLiteral(" (%1)").arg(m_tensor.part);
-    p.drawText(QRectF(0, 2, width(), 20), Qt::AlignCenter,
-               tr("rank %1 %2%6: %3 elements, mean %4, NaN %5")
-                   .arg(m_tensor.rank)
-                   .arg(m_tensor.before ? tr("input") : tr("result"))
-                   .arg(m_tensor.count)
-                   .arg(m_tensor.mean, 0, 'g', 4)
-                   .arg(m_tensor.nanCount)
-                   .arg(what));
+    const QRectF under(histArea.left(), histArea.bottom() + 4, histArea.width(), lineHeight);
+    p.drawText(under, Qt::AlignLeft | Qt::AlignTop, QString::number(m_tensor.histogramMin, 'g', 3));
+    p.drawText(under, Qt::AlignRight | Qt::AlignTop, QString::number(m_tensor.histogramMax, 'g', 3));
+}
+
+QString TensorPlot::caption(const PausedTensor &t, const QString &rankName)
+{
+    const QString what =
+        t.part.isEmpty() || t.part == QLatin1String("the whole buffer") ? QString() : QStringLiteral(" (%1)").arg(t.part);
+    return tr("%1 %2%3: %4 elements, mean %5, NaN %6")
+        .arg(rankName, t.before ? tr("input") : tr("result"), what)
+        .arg(t.count)
+        .arg(t.mean, 0, 'g', 4)
+        .arg(t.nanCount);
 }
 
 // ---- inspector ----------------------------------------------------------------
 
 TensorInspector::TensorInspector(QWidget *parent)
     : QWidget(parent), m_model(new InspectorModel(this)), m_table(new QTableView(this)), m_plot(new TensorPlot(this)),
-      m_title(new QLabel(tr("Not paused"), this)), m_factor(new QDoubleSpinBox(this)),
+      m_title(new QLabel(tr("Not paused"), this)), m_caption(new QLabel(this)), m_factor(new QDoubleSpinBox(this)),
       m_scale(new QPushButton(tr("Scale"), this)), m_zero(new QPushButton(tr("Zero"), this)),
       m_nan(new QPushButton(tr("Inject NaN"), this))
 {
@@ -199,6 +207,13 @@ TensorInspector::TensorInspector(QWidget *parent)
     m_table->horizontalHeader()->setSectionResizeMode(InspectorModel::Name, QHeaderView::Stretch);
     m_table->setTextElideMode(Qt::ElideRight);
     m_title->setWordWrap(true);
+    // The selected tensor's caption wraps above its histogram: "local-0
+    // input (node 0's chunk, elements 0..8223 of 32896): 8224 elements,
+    // mean 0.003, NaN 0" is wider than a projector's side panel.
+    m_caption->setObjectName(QStringLiteral("tensorCaption"));
+    m_caption->setWordWrap(true);
+    m_caption->setTextFormat(Qt::PlainText);
+    m_caption->setAlignment(Qt::AlignHCenter);
     // Header and three rows at least; the rest scrolls inside the table (a
     // short side panel keeps the edit buttons on screen).
     m_table->setMinimumHeight(m_table->fontMetrics().height() * 3);
@@ -207,6 +222,7 @@ TensorInspector::TensorInspector(QWidget *parent)
     m_factor->setPrefix(QStringLiteral("x "));
     // The edit row wraps (the side panel may be a third of a projector's width).
     auto *edits = new FlowLayout;
+    m_edits = edits;
     auto *editsLabel = new QLabel(tr("Edit the selected node's input before resuming:"), this);
     editsLabel->setWordWrap(true);
     edits->addWidget(editsLabel);
@@ -218,6 +234,7 @@ TensorInspector::TensorInspector(QWidget *parent)
     layout->addWidget(m_title);
     layout->addWidget(m_table, 2);
     layout->addLayout(edits); // above the plot: on a short screen the plot gives way, not the buttons
+    layout->addWidget(m_caption);
     layout->addWidget(m_plot, 3);
     connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
             [this](const QModelIndex &current) { selectRow(current.row()); });
@@ -236,14 +253,21 @@ void TensorInspector::setPause(const PauseView &pause)
     m_model->setPause(pause);
     fitColumns();
     const PausedTensor *first = m_model->tensorAt(0);
-    m_title->setText(first ? tr("Paused (%1) at %2 '%3', step %4: %5 node(s)%6")
+    m_title->setText(first ? tr("Paused (%1) at %2 '%3', %4: %5 node(s)%6")
                                  .arg(pause.reason, first->collective, first->name)
-                                 .arg(first->step)
+                                 .arg(stepText(pause.step()))
                                  .arg(pause.inputs.size())
                                  .arg(pause.complete ? QString() : tr(", not every node reached it"))
                            : tr("Paused"));
     selectRow(0);
     m_table->selectRow(0);
+}
+
+void TensorInspector::setRankNames(const QStringList &names)
+{
+    m_model->setRankNames(names);
+    if (const PausedTensor *t = selected())
+        m_caption->setText(TensorPlot::caption(*t, m_model->rankName(t->rank)));
 }
 
 void TensorInspector::clear()
@@ -263,6 +287,25 @@ void TensorInspector::resizeEvent(QResizeEvent *event)
 {
     QWidget::resizeEvent(event);
     fitColumns();
+    fitPlot();
+}
+
+// A side page shorter than the title, three rows of the table, the edit
+// buttons, the caption and a useful histogram would lay them over one
+// another: the histogram and its caption give way (the table keeps the
+// figures), and come back when the page is tall enough.
+void TensorInspector::fitPlot()
+{
+    const int w = width();
+    const QMargins m = layout()->contentsMargins();
+    const int spacing = std::max(0, layout()->spacing());
+    const int need = m.top() + m.bottom() + 4 * spacing + m_title->heightForWidth(w - m.left() - m.right()) +
+                     m_table->minimumHeight() + m_edits->heightForWidth(w - m.left() - m.right()) +
+                     m_caption->heightForWidth(w - m.left() - m.right()) + 2 * m_plot->minimumHeight();
+    const bool room = height() >= need;
+    const bool has = selected() != nullptr;
+    m_plot->setVisible(room);
+    m_caption->setVisible(room && has);
 }
 
 void TensorInspector::fitColumns()
@@ -284,7 +327,10 @@ void TensorInspector::fitColumns()
                                                : std::max(header->sectionSizeHint(c), header->sectionSize(c));
         return w;
     };
-    const int room = m_table->viewport()->width() > 0 ? m_table->width() - 2 * m_table->frameWidth() : width();
+    // The vertical scroll bar's width kept free: with more rows than fit it
+    // appears after this, and the last column must not go under it.
+    const int room = (m_table->viewport()->width() > 0 ? m_table->width() - 2 * m_table->frameWidth() : width()) -
+                     m_table->verticalScrollBar()->sizeHint().width();
     for (int c : kDropOrder)
         if (need() > room)
             m_table->setColumnHidden(c, true);
@@ -295,6 +341,8 @@ void TensorInspector::selectRow(int row)
     m_row = row;
     const PausedTensor *t = selected();
     m_plot->setTensor(t);
+    m_caption->setText(t ? TensorPlot::caption(*t, m_model->rankName(t->rank)) : QString());
+    fitPlot();
     const bool editable = t && t->before;
     m_scale->setEnabled(editable);
     m_zero->setEnabled(editable);

@@ -13,6 +13,7 @@
 #include <QWidget>
 
 class QLabel;
+class QLayout;
 class QTableView;
 class QPushButton;
 class QDoubleSpinBox;
@@ -43,6 +44,9 @@ struct PauseView {
     bool complete = false;
     QVector<PausedTensor> inputs;
     QVector<PausedTensor> results; // after a step: the collective's outputs
+
+    // The held collective's step, the engine's index (widgets/step_number.h); -1: none.
+    qint64 step() const { return inputs.isEmpty() ? -1 : inputs.front().step; }
 };
 
 class InspectorModel : public QAbstractTableModel {
@@ -75,6 +79,9 @@ public:
     void setTensor(const PausedTensor *tensor); // not owned; copied
     void setProjectorMode(bool on);
     QSize sizeHint() const override { return {420, 260}; }
+    // "local-0 input (node 0's chunk, ...): 8224 elements, mean 0.003, NaN 0":
+    // what the inspector's caption above the plot says of `t`.
+    static QString caption(const PausedTensor &t, const QString &rankName);
 
 protected:
     void paintEvent(QPaintEvent *) override;
@@ -90,10 +97,11 @@ class TensorInspector : public QWidget {
 public:
     explicit TensorInspector(QWidget *parent = nullptr);
     void setPause(const PauseView &pause);
-    void setRankNames(const QStringList &names) { m_model->setRankNames(names); }
+    void setRankNames(const QStringList &names);
     void clear();
     void setProjectorMode(bool on);
     InspectorModel *model() const { return m_model; }
+    QLabel *caption() const { return m_caption; }
     // Writes the selected tensor's values (or its downsampled view) as CSV.
     bool exportCsv(const QString &path) const;
     bool exportPng(const QString &path);
@@ -107,6 +115,7 @@ protected:
 
 private:
     void fitColumns(); // hide the least needed columns rather than scroll sideways
+    void fitPlot();    // hide the histogram rather than lay it over the buttons
     void selectRow(int row);
     const PausedTensor *selected() const;
 
@@ -114,6 +123,8 @@ private:
     QTableView *m_table;
     TensorPlot *m_plot;
     QLabel *m_title;
+    QLabel *m_caption; // the selected tensor's, above the plot (wraps)
+    QLayout *m_edits = nullptr;
     QDoubleSpinBox *m_factor;
     QPushButton *m_scale, *m_zero, *m_nan;
     int m_row = -1;

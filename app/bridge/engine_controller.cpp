@@ -70,6 +70,7 @@ QString roleOf(const QString &strategy, int rank)
 // What a node's box shows besides the coordinator's record of it.
 struct NodeFacts {
     std::map<int, engine::MemorySample> memory; // by rank
+    std::map<int, net::MemoryByCategory> stepPeaks; // by rank
     const LiveSink::Traffic &traffic;
     const NodeEmulation &emulation;
     std::optional<std::int64_t> predicted;
@@ -110,6 +111,8 @@ widgets::NodeState nodeStateOf(const ClusterNode &n, const QString &strategy, co
         const auto it = f.memory.find(ns.rank);
         if (it != f.memory.end())
             ns.memory = it->second.memory;
+        if (const auto peak = f.stepPeaks.find(ns.rank); peak != f.stepPeaks.end())
+            ns.stepPeak = peak->second;
         ns.predictedBytes = f.predicted;
         if (f.gloo) { // links unknown: what this node handed to Gloo's collectives over the last second
             const auto sent = f.traffic.sentPerSecond.find(ns.rank);
@@ -182,6 +185,7 @@ struct EngineController::Private {
     bool lastRunning = false;
     std::size_t lastNodeCount = 0;
     PauseView pause; // the run's newest pause (id 0: none yet)
+    std::int64_t heldStep = -1; // its collective's step while the run is held there (-1: not held)
 
     // What the shard map and the memory view's formula bars show for a run:
     // who owns which range of each parameter (as the strategy cuts it), and
@@ -245,6 +249,7 @@ EngineController::EngineController(const ClusterOptions &cluster, QObject *paren
                 if (!self)
                     return;
                 self->d->pause = view;
+                self->d->heldStep = view.step();
                 Q_EMIT self->pausedAt(view);
             },
             Qt::QueuedConnection);
@@ -450,6 +455,7 @@ void EngineController::resetForRun(const RunSettings &s)
         d->progress.dirty = true;
     }
     d->pause = PauseView();
+    d->heldStep = -1;
     d->running = true;
     d->stopRequested = false;
     d->breakpoints.beginRun(s.nodes);
@@ -536,8 +542,18 @@ void EngineController::pause()
         d->breakpoints.pauseAtNext();
 }
 
-void EngineController::resume() { d->breakpoints.resume(); }
-void EngineController::stepCollective() { d->breakpoints.step(); }
+// The held step goes with the hold (the next pause brings its own).
+void EngineController::resume()
+{
+    d->heldStep = -1;
+    d->breakpoints.resume();
+}
+
+void EngineController::stepCollective()
+{
+    d->heldStep = -1;
+    d->breakpoints.step();
+}
 
 void EngineController::stop()
 {
@@ -633,6 +649,7 @@ void EngineController::publish()
     const std::vector<ClusterNode> nodes = d->coordinator->nodes();
     const bool paused = d->breakpoints.isPaused();
     const bool running = d->running;
+    state->current = paused ? d->heldStep : -1; // one step number at a pause (widgets/step_number.h)
     if (!dirty && nodes.size() == d->lastNodeCount && paused == d->lastPaused && running == d->lastRunning &&
         !running)
         return; // nothing new, and no traffic window to slide
@@ -641,7 +658,7 @@ void EngineController::publish()
     d->lastRunning = running;
     const LiveSink::Traffic traffic = d->sink.traffic();
     const bool gloo = d->progress.onGloo();
-    const NodeFacts facts{d->sink.memory(), traffic, d->emulation, predicted, gloo, paused, d->stopRequested};
+    const NodeFacts facts{d->sink.memory(), d->sink.stepPeaks(), traffic, d->emulation, predicted, gloo, paused, d->stopRequested};
     state->linksKnown = !gloo;
     for (const ClusterNode &n : nodes)
         state->nodes.append(nodeStateOf(n, state->strategy, facts));

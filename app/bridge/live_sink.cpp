@@ -16,6 +16,7 @@ void LiveSink::reset()
 {
     std::lock_guard lock(m_mutex);
     m_memory.clear();
+    m_stepPeaks.clear();
     m_sends.clear();
     m_timelineFrames.clear();
     m_timelineSpans.clear();
@@ -69,7 +70,10 @@ void LiveSink::onMemory(const engine::MemorySample &m)
 {
     {
         std::lock_guard lock(m_mutex);
-        m_memory[m.node] = m;
+        if (m.stepPeak)
+            m_stepPeaks[m.node] = m.memory;
+        else
+            m_memory[m.node] = m;
         m_timelineMemory.push_back(m);
         PerRank &r = m_perRank[m.node];
         r.activationPeak = std::max(r.activationPeak, m.memory.activations);
@@ -97,6 +101,12 @@ std::map<int, engine::MemorySample> LiveSink::memory()
 {
     std::lock_guard lock(m_mutex);
     return m_memory;
+}
+
+std::map<int, net::MemoryByCategory> LiveSink::stepPeaks()
+{
+    std::lock_guard lock(m_mutex);
+    return m_stepPeaks;
 }
 
 void LiveSink::takeTimeline(std::vector<net::FrameEvent> &frames, std::vector<engine::SpanEvent> &spans,

@@ -47,7 +47,8 @@ public:
     };
     // Over the last second of the coordinator's clock.
     Traffic traffic();
-    std::map<int, engine::MemorySample> memory(); // the newest sample, by rank
+    std::map<int, engine::MemorySample> memory(); // the newest sample, by rank (step peaks aside)
+    std::map<int, net::MemoryByCategory> stepPeaks(); // the newest step's peaks, by rank
     // The frames, spans and memory samples since the last call, for the timeline.
     void takeTimeline(std::vector<net::FrameEvent> &frames, std::vector<engine::SpanEvent> &spans,
                       std::vector<engine::MemorySample> &memory);
@@ -88,6 +89,7 @@ private:
     std::mutex m_mutex;
     engine::SessionEventSink *m_next = nullptr;
     std::map<int, engine::MemorySample> m_memory; // by rank
+    std::map<int, net::MemoryByCategory> m_stepPeaks; // by rank
     std::deque<Send> m_sends;
     std::vector<net::FrameEvent> m_timelineFrames;
     std::vector<engine::SpanEvent> m_timelineSpans;

@@ -23,7 +23,8 @@ widgets::TimelineSpan toTimeline(const engine::SpanEvent &s)
 
 widgets::TimelineMemorySample toTimeline(const engine::MemorySample &m)
 {
-    return widgets::TimelineMemorySample{m.node, m.tNs, m.step, m.memory, int(m.collective), m.seq, m.before};
+    return widgets::TimelineMemorySample{m.node,         m.tNs, m.step,  m.memory, int(m.collective),
+                                         m.seq,          m.before, m.stepPeak};
 }
 
 QStringList collectiveNames()

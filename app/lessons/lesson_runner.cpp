@@ -2,6 +2,7 @@
 
 #include "engine/strategies/strategy_registry.h"
 #include "widgets/paint/palette.h"
+#include "widgets/step_number.h"
 
 #include <QSet>
 
@@ -336,7 +337,11 @@ void LessonRunner::reach()
     st.phase = Phase::Reached;
     const LessonUntil &u = m_lesson.steps[m_index].until;
     if (m_pause.id != 0)
-        st.status = tr("Paused: %1").arg(m_pause.reason);
+        st.status = m_pause.inputs.isEmpty() // where, with the step the header and the inspector name
+                        ? tr("Paused: %1").arg(m_pause.reason)
+                        : tr("Paused at %1 '%2', %3 (%4)")
+                              .arg(m_pause.inputs.front().collective, m_pause.inputs.front().name,
+                                   widgets::stepText(m_pause.step()), m_pause.reason);
     else if (u.kind == LessonUntil::Kind::End || m_lesson.steps[m_index].run)
         st.status = tr("Done: %1 on %2 nodes, %3 steps").arg(m_runSettings.strategy).arg(m_runSettings.nodes)
                         .arg(m_runSettings.steps);

@@ -60,11 +60,11 @@ PausedTensor fromRecord(const engine::TensorRecord &r)
 // What a snapshot shows that a replay can change (the rest is the header's).
 bool sameState(const widgets::ClusterState &a, const widgets::ClusterState &b)
 {
-    if (a.step != b.step || a.nodes.size() != b.nodes.size() || a.links.size() != b.links.size())
+    if (a.step != b.step || a.current != b.current || a.nodes.size() != b.nodes.size() || a.links.size() != b.links.size())
         return false;
     for (int i = 0; i < a.nodes.size(); ++i) {
         const widgets::NodeState &x = a.nodes[i], &y = b.nodes[i];
-        if (x.state != y.state || x.memory != y.memory || x.lastLog != y.lastLog)
+        if (x.state != y.state || x.memory != y.memory || x.stepPeak != y.stepPeak || x.lastLog != y.lastLog)
             return false;
     }
     for (int i = 0; i < a.links.size(); ++i)
@@ -93,6 +93,7 @@ struct ReplayController::Private : engine::SessionEventSink {
     struct ShownPause {
         std::uint64_t id = 0;
         std::int64_t startNs = 0, endNs = 0;
+        std::int64_t step = -1; // the held collective's (PauseView::step())
     };
 
     explicit Private(ReplayController *owner)
@@ -116,6 +117,7 @@ struct ReplayController::Private : engine::SessionEventSink {
 
     // The picture at the position, kept up to date by the sink calls.
     std::map<int, engine::MemorySample> memory; // by rank
+    std::map<int, net::MemoryByCategory> stepPeaks; // by rank
     std::map<std::pair<int, int>, Cumulative> traffic; // built by open()
     std::int64_t lastStep = -1;
     std::map<int, QString> lastLog; // by rank
@@ -131,6 +133,7 @@ struct ReplayController::Private : engine::SessionEventSink {
     void resetPicture()
     {
         memory.clear();
+        stepPeaks.clear();
         lastStep = -1;
         lastLog.clear();
         pending.clear();
@@ -157,7 +160,13 @@ struct ReplayController::Private : engine::SessionEventSink {
     }
 
     // SessionEventSink: called by the source on this thread, inside its calls.
-    void onMemory(const engine::MemorySample &m) override { memory[m.node] = m; }
+    void onMemory(const engine::MemorySample &m) override
+    {
+        if (m.stepPeak)
+            stepPeaks[m.node] = m.memory;
+        else
+            memory[m.node] = m;
+    }
     void onMetric(const engine::MetricSample &m) override
     {
         if (m.node != -1)
@@ -217,7 +226,7 @@ struct ReplayController::Private : engine::SessionEventSink {
         view.id = id;
         view.reason = tr("recorded pause");
         view.complete = true;
-        ShownPause e{id, t0, t1};
+        ShownPause e{id, t0, t1, -1};
         bool named = false;
         for (const engine::SpanEvent &s : reader->spans(t0, t1)) {
             if (s.kind != engine::SpanEvent::Kind::Pause)
@@ -231,6 +240,7 @@ struct ReplayController::Private : engine::SessionEventSink {
         }
         for (const engine::TensorRecord &r : records)
             (r.before ? view.inputs : view.results).append(fromRecord(r));
+        e.step = view.step();
         if (extent)
             *extent = e;
         return view;
@@ -316,6 +326,7 @@ struct ReplayController::Private : engine::SessionEventSink {
         state->strategy = QString::fromStdString(h.strategy);
         state->topology = topologyOf(state->strategy);
         state->step = lastStep;
+        state->current = shown.id != 0 ? shown.step : -1; // one step number at a pause (widgets/step_number.h)
         state->steps = h.steps;
         state->shards = plan.shards;
         std::set<int> paused;
@@ -336,6 +347,8 @@ struct ReplayController::Private : engine::SessionEventSink {
             const auto m = memory.find(n.rank);
             if (m != memory.end())
                 ns.memory = m->second.memory;
+            if (const auto peak = stepPeaks.find(n.rank); peak != stepPeaks.end())
+                ns.stepPeak = peak->second;
             ns.predictedBytes = plan.predicted;
             const auto log = lastLog.find(n.rank);
             if (log != lastLog.end())

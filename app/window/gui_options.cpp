@@ -1,5 +1,6 @@
 #include "gui_options.h"
 
+#include "engine/breakpoints/breakpoint_spec.h"
 #include "net/socket_util.h"
 
 #include <QCommandLineParser>
@@ -25,7 +26,8 @@ constexpr Flag kFlags[] = {
     {"version", nullptr},       {"projector", nullptr}, {"nodes", "N"},         {"steps", "K"},
     {"strategy", "S"},          {"backend", "B"},       {"screenshot", "FILE"}, {"replay", "SESSION"},
     {"compare", "SESSION"},     {"listen", "PORT"},     {"token", "T"},         {"advertise", "ADDR"},
-    {"timeline-budget", "MIB"}, {"lesson", "NAME"},     {"lesson-step", "K"}};
+    {"timeline-budget", "MIB"}, {"lesson", "NAME"},     {"lesson-step", "K"},   {"break", "SPEC"},
+    {"view", "NAME"}};
 
 // Reads the flags of one parse; the first bad value is the one reported.
 class FlagReader {
@@ -77,6 +79,11 @@ void readRun(FlagReader &r, GuiOptions &o)
     }
 }
 
+// The views --view may name (MainWindow::showView's keys).
+const QStringList kViews = {QStringLiteral("node"),      QStringLiteral("memory"), QStringLiteral("shards"),
+                            QStringLiteral("placement"), QStringLiteral("inspector"), QStringLiteral("log"),
+                            QStringLiteral("charts"),    QStringLiteral("timeline")};
+
 // A lesson, a replay and a compared run, and which go together.
 void readLessonAndReplay(FlagReader &r, GuiOptions &o)
 {
@@ -92,6 +99,19 @@ void readLessonAndReplay(FlagReader &r, GuiOptions &o)
                        .arg(r.value("lesson-step")));
         else if (o.lesson.isEmpty())
             r.fail(QStringLiteral("--lesson-step needs --lesson NAME|FILE"));
+    }
+    o.view = r.value("view");
+    if (r.isSet("view") && !kViews.contains(o.view))
+        r.fail(QStringLiteral("--view takes one of %1, got '%2'").arg(kViews.join(QStringLiteral(", ")), o.view));
+    if (r.isSet("break")) {
+        o.breakAt = r.value("break").trimmed();
+        try {
+            engine::parseBreakpoint(o.breakAt.toStdString());
+        } catch (const std::exception &e) {
+            r.fail(QStringLiteral("--break %1: %2").arg(o.breakAt, QString::fromUtf8(e.what())));
+        }
+        if (!o.replay.isEmpty())
+            r.fail(QStringLiteral("--break pauses the live cluster: it does not go with --replay"));
     }
     if (!o.compare.isEmpty() && o.replay.isEmpty())
         r.fail(QStringLiteral("--compare B needs --replay A"));

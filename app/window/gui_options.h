@@ -42,6 +42,8 @@ struct GuiOptions {
     QString compare; // with replay: a second session beside it
     QString lesson;      // --lesson NAME|FILE: open it at start
     int lessonStep = -1; // --lesson-step K: run it to step K (1-based); -1: stay at its first step
+    QString breakAt;     // --break SPEC: a breakpoint before the run (with --screenshot: save at the pause)
+    QString view;        // --view NAME: the view shown at start (MainWindow::showView's keys)
     ListenSettings listen; // what the flags set; unset fields come from the remembered settings
     int timelineBudgetMiB = 256; // the live timeline's memory budget (0: none); replays are never trimmed
     QString error;         // one line, for "smolcluster: <error> (try --help)"

@@ -20,6 +20,7 @@
 #include "widgets/memory_view.h"
 #include "widgets/placement_editor.h"
 #include "widgets/shard_map.h"
+#include "widgets/step_number.h"
 #include "widgets/tensor_inspector.h"
 #include "widgets/timeline/timeline_view.h"
 
@@ -147,7 +148,10 @@ void MainWindow::connectFeeds()
                   const QVector<widgets::TimelineMemorySample> &memory,
                   qint64 nowNs) { addTimelineEvents(frames, spans, memory, nowNs); });
     onFeed(&RunFeed::pausedAt, [this](const PauseView &pause) { showFeedPause(pause); });
-    onFeed(&RunFeed::pauseEnded, [this] { m_inspector->clear(); });
+    onFeed(&RunFeed::pauseEnded, [this] {
+        m_inspector->clear();
+        m_timelinePanel->endPause(); // a replay left its recorded pause: follow the playhead again
+    });
     onFeed(&RunFeed::cleared, [this] {
         m_pendingSteps.clear();
         m_charts->clear();
@@ -230,8 +234,12 @@ void MainWindow::showRunEnded(const QString &status, const QString &logText)
 
 void MainWindow::showFeedPause(const PauseView &pause)
 {
-    if (m_lastNowNs > 0) // from the newest snapshot (within 34 ms); the exact Pause spans arrive on resume
-        m_timeline->setLivePause(m_lastNowNs, pause.reason);
+    // The timeline frames the held collective (live: hatched from the newest
+    // snapshot's clock; the exact Pause spans arrive on resume).
+    if (isReplaying())
+        m_timelinePanel->showPause(pause, m_replayController->positionNs());
+    else if (m_lastNowNs > 0)
+        m_timelinePanel->showPause(pause, m_lastNowNs);
     showPause(pause);
     // What the keys do about it.
     if (isReplaying())
@@ -354,12 +362,7 @@ void MainWindow::buildToolBar()
     m_stop = m_runControls->stopAction();
     connect(m_start, &QAction::triggered, this, &MainWindow::startRun);
     connect(m_pause, &QAction::triggered, this, &MainWindow::togglePause);
-    connect(m_step, &QAction::triggered, this, [this] {
-        if (isReplaying())
-            m_replayController->nextCollective();
-        else
-            m_engine->stepCollective();
-    });
+    connect(m_step, &QAction::triggered, m_engine, &EngineController::stepCollective);
     connect(m_stop, &QAction::triggered, this, [this] {
         if (!m_engine->isRunning())
             return;
@@ -559,17 +562,17 @@ void MainWindow::showState(const widgets::ClusterStatePtr &state)
 
 void MainWindow::updateRunActions()
 {
-    // The run settings are for the next live run: not while a recording plays.
-    m_runControls->setSettingsEnabled(!isReplaying() && !m_engine->isRunning());
-    if (isReplaying()) {
-        // Space plays and pauses the replay; N goes to the next collective.
-        const bool playing = m_replayController->isPlaying();
-        m_start->setEnabled(false);
-        m_pause->setEnabled(true);
-        m_pause->setText(playing ? tr("Pause") : tr("Play"));
-        m_step->setEnabled(true);
-        m_stop->setEnabled(false);
-        m_replayBar->setPlaying(playing);
+    // One set of controls: a replay has the replay bar (Space: play/pause, N or
+    // ]: next collective); the run controls and the Node tab's live buttons hide,
+    // their actions off so no key reaches them (Ctrl+Return, Ctrl+. do nothing).
+    const bool replaying = isReplaying();
+    m_runControls->setVisible(!replaying);
+    m_nodePage->setLiveControlsVisible(!replaying);
+    m_runControls->setSettingsEnabled(!replaying && !m_engine->isRunning());
+    if (replaying) {
+        for (QAction *a : {m_start, m_pause, m_step, m_stop})
+            a->setEnabled(false);
+        m_replayBar->setPlaying(m_replayController->isPlaying());
         return;
     }
     const bool running = m_engine->isRunning();
@@ -699,7 +702,9 @@ void MainWindow::showTimelineItem(const widgets::TimelineHit &hit)
 void MainWindow::showReplayPosition(qint64 ns)
 {
     m_timeline->setPlayhead(ns);
-    m_replayBar->showPosition(ns, m_timeline->data().stepAt(-1, ns));
+    // The header's step (the replay's state at ns is built before its position goes out).
+    const widgets::ClusterStatePtr state = m_replayController->state();
+    m_replayBar->showPosition(ns, state ? widgets::stepInProgress(*state) : -1);
 }
 
 bool MainWindow::openSession(const QString &path, QString *error, bool quiet)
@@ -747,7 +752,7 @@ bool MainWindow::openSession(const QString &path, QString *error, bool quiet)
     }
     showReplayPosition(m_replayController->positionNs());
     m_replayBar->show();
-    // The run settings say what was recorded (disabled), not the next live run.
+    // settings() says what was recorded, not the next live run (the controls hide).
     const std::optional<RunSettings> recorded = m_replayController->recordedSettings();
     m_runControls->showRecording(recorded);
     m_timelinePanel->showHint(recorded && recorded->backend == QLatin1String("gloo"));

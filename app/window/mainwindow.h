@@ -11,9 +11,10 @@
 // session makes a ReplayController the current feed: the same views show
 // the recording, the timeline holds the whole of it with a playhead, and a
 // replay tool bar (ReplayBar) has the scrubber, play/pause, speed and
-// previous/next collective. While a session is open the live cluster's
+// previous/next collective: the replay's one set of controls, the live run
+// controls hidden meanwhile. While a session is open the live cluster's
 // updates wait; closing the replay (Ctrl+W) makes the live cluster the feed
-// again and shows its newest snapshot.
+// again, brings the run controls back and shows its newest snapshot.
 #pragma once
 
 #include "app/bridge/engine_controller.h"
@@ -82,6 +83,7 @@ public:
     // "memory", "shards", "placement", "inspector", "log", "charts",
     // "timeline"; false for an unknown key) and the node of a rank.
     LessonUi *lessons() const { return m_lessons; }
+    RunControls *runControls() const { return m_runControls; }
     bool showView(const QString &key);
     void selectRank(int rank);
 

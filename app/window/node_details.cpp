@@ -16,15 +16,30 @@ QString nodeDetailsHtml(const widgets::NodeState &n)
                .arg(n.host.toHtmlEscaped())
                .arg(widgets::runStateName(n.state))
                .arg(n.slowdown > 1 ? QObject::tr(", computes %1x slower").arg(n.slowdown) : QString());
-    html += QObject::tr("<table><tr><td>parameters</td><td align=right>%1</td></tr>"
-           "<tr><td>gradients</td><td align=right>%2</td></tr>"
-           "<tr><td>optimizer state</td><td align=right>%3</td></tr>"
-           "<tr><td>activations</td><td align=right>%4</td></tr>"
-           "<tr><td>communication buffers</td><td align=right>%5</td></tr>"
-           "<tr><td><b>live</b></td><td align=right><b>%6</b></td></tr>"
-           "<tr><td>peak</td><td align=right>%7</td></tr></table>")
-            .arg(widgets::formatBytes(m.params), widgets::formatBytes(m.grads), widgets::formatBytes(m.optimizer), widgets::formatBytes(m.activations), widgets::formatBytes(m.comm), widgets::formatBytes(m.live),
-             widgets::formatBytes(m.peak));
+    // Beside the memory now, each category's largest in the node's newest
+    // step (the engine's step peaks): ddp's activations live only between
+    // its forward and backward, so "now" at a collective shows almost none.
+    const net::MemoryByCategory &p = n.stepPeak;
+    const bool peaks = p.peak > 0;
+    html += QObject::tr("<table><tr><td></td><td align=right><i>now</i></td>%1</tr>")
+                .arg(peaks ? QObject::tr("<td align=right>&nbsp;<i>step peak</i></td>") : QString());
+    const struct {
+        QString label;
+        std::int64_t now, peak;
+    } rows[] = {{QObject::tr("params"), m.params, p.params},
+                {QObject::tr("grads"), m.grads, p.grads},
+                {QObject::tr("optimizer"), m.optimizer, p.optimizer},
+                {QObject::tr("activations"), m.activations, p.activations},
+                {QObject::tr("comm buffers"), m.comm, p.comm},
+                {QObject::tr("<b>live</b>"), m.live, p.live},
+                {QObject::tr("peak"), m.peak, p.peak}};
+    for (const auto &r : rows) {
+        html += QStringLiteral("<tr><td>%1</td><td align=right>%2</td>").arg(r.label, widgets::formatBytes(r.now));
+        if (peaks)
+            html += QStringLiteral("<td align=right>%1</td>").arg(widgets::formatBytes(r.peak));
+        html += QStringLiteral("</tr>");
+    }
+    html += QStringLiteral("</table>");
     if (n.predictedBytes)
         html += QObject::tr("<p>ZeRO formula for params + grads + optimizer: %1</p>").arg(widgets::formatBytes(*n.predictedBytes));
     if (!n.lastLog.isEmpty())

@@ -39,20 +39,24 @@ NodePage::NodePage(EngineController *engine, QWidget *parent)
     auto *removeNode = new QPushButton(tr("Remove node"), this);
     // Rows that wrap (a third of a 1024 px projector is narrow): no control
     // off the page's right edge.
+    m_live = new QWidget(this); // what acts on the live cluster, hidden in a replay
     auto *links = new widgets::FlowLayout;
-    links->addWidget(new QLabel(tr("Next run:"), this));
+    links->addWidget(new QLabel(tr("Next run:"), m_live));
     links->addWidget(m_slowdown);
-    links->addWidget(new QLabel(tr("links"), this));
+    links->addWidget(new QLabel(tr("links"), m_live));
     links->addWidget(m_mbit);
     links->addWidget(m_latency);
     auto *row = new widgets::FlowLayout;
     row->addWidget(kill);
     row->addWidget(removeNode);
     row->addWidget(addNode);
+    auto *live = new QVBoxLayout(m_live);
+    live->setContentsMargins(0, 0, 0, 0);
+    live->addLayout(links);
+    live->addLayout(row);
     auto *layout = new QVBoxLayout(this);
     layout->addWidget(m_details, 1);
-    layout->addLayout(links);
-    layout->addLayout(row);
+    layout->addWidget(m_live);
 
     connect(m_mbit, &QDoubleSpinBox::valueChanged, this, &NodePage::applyLinks);
     connect(m_latency, &QDoubleSpinBox::valueChanged, this, &NodePage::applyLinks);
@@ -75,6 +79,11 @@ void NodePage::setState(const widgets::ClusterStatePtr &state)
 {
     m_state = state;
     refresh();
+}
+
+void NodePage::setLiveControlsVisible(bool on)
+{
+    m_live->setVisible(on);
 }
 
 void NodePage::setSelected(int id)

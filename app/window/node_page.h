@@ -2,7 +2,8 @@
 // user sets on it for the next run (an emulated compute slowdown, emulated
 // links to every other node), with Kill node, Remove node and Add local
 // node. Settings go to the engine as they change; the links the user set
-// are remembered here, to show them again when the node is selected.
+// are remembered here, to show them again when the node is selected. In a
+// replay the node shown is a recorded one: the live controls hide.
 #pragma once
 
 #include "widgets/cluster_state.h"
@@ -29,6 +30,8 @@ public:
     void setState(const widgets::ClusterStatePtr &state);
     void setSelected(int id);
     int selected() const { return m_selected; }
+    // The next run's settings and Kill / Remove / Add node (false: a replay).
+    void setLiveControlsVisible(bool on);
     void refresh(); // the selected node's details again
 
 private:
@@ -38,6 +41,7 @@ private:
     widgets::ClusterStatePtr m_state;
     int m_selected = -1;
     QLabel *m_details = nullptr;
+    QWidget *m_live = nullptr;
     QDoubleSpinBox *m_slowdown = nullptr;
     QDoubleSpinBox *m_mbit = nullptr;
     QDoubleSpinBox *m_latency = nullptr;

@@ -1,6 +1,7 @@
 #include "replay_bar.h"
 
 #include "app/replay/replay_controller.h"
+#include "widgets/step_number.h"
 
 #include <QAction>
 #include <QComboBox>
@@ -30,13 +31,17 @@ ReplayBar::ReplayBar(ReplayController *replay, QWidget *parent)
     });
     previous->setShortcut(Qt::Key_BracketLeft);
     previous->setToolTip(tr("Go to the previous collective ([)"));
+    // Space and N are the replay's while it is open (the run controls, whose
+    // keys they are in a live run, hide: MainWindow::updateRunActions).
     m_play = addAction(tr("Play"), m_replay, &ReplayController::togglePlay);
+    m_play->setShortcut(Qt::Key_Space);
+    m_play->setShortcutContext(Qt::ApplicationShortcut); // also over a floating timeline
     m_play->setToolTip(tr("Play or pause the replay (Space)"));
     QAction *next = addAction(tr("Collective ▶"), this, [this] {
         if (!m_replay->nextCollective())
             Q_EMIT message(tr("No later collective."), 3000);
     });
-    next->setShortcut(Qt::Key_BracketRight);
+    next->setShortcuts({QKeySequence(Qt::Key_BracketRight), QKeySequence(Qt::Key_N)});
     next->setToolTip(tr("Go to the next collective (] or N)"));
     m_speed = new QComboBox(this);
     for (double speed : {0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 50.0})
@@ -78,7 +83,7 @@ void ReplayBar::showPosition(qint64 ns, qint64 step)
     m_position->setText(tr("%1 / %2 s%3")
                             .arg(double(std::max<qint64>(0, ns - b)) / 1e9, 0, 'f', 3)
                             .arg(double(e - b) / 1e9, 0, 'f', 3)
-                            .arg(step >= 0 ? tr(", step %1").arg(step) : QString()));
+                            .arg(step >= 0 ? QStringLiteral(", ") + widgets::stepText(step) : QString()));
 }
 
 void ReplayBar::setPlaying(bool playing)

@@ -1,7 +1,9 @@
 // The replay tool bar, shown while a session is open: previous / next
-// collective ([ and ]), play or pause, the speed, a scrubber over the whole
-// recording, the position (seconds and step) and Close replay. It drives the
-// ReplayController; the window tells it where the replay is (showPosition).
+// collective ([ and ], or N), play or pause (Space), the speed, a scrubber
+// over the whole recording, the position (seconds and step) and Close
+// replay. The one set of controls a replay has: the window hides the live
+// run's meanwhile. It drives the ReplayController; the window tells it where
+// the replay is (showPosition).
 #pragma once
 
 #include <QToolBar>
@@ -21,7 +23,8 @@ class ReplayBar : public QToolBar {
 public:
     ReplayBar(ReplayController *replay, QWidget *parent = nullptr);
 
-    // The replay at `ns`, inside step `step` (-1: before the first).
+    // The replay at `ns`, in step `step` (widgets::stepInProgress of the
+    // replay's state, as the header shows it; -1: none).
     void showPosition(qint64 ns, qint64 step);
     void setPlaying(bool playing);
 

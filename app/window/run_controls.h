@@ -7,7 +7,8 @@
 // that wraps to another row rather than hide a control in an overflow menu
 // (a 1024x768 projector gets every control).
 //
-// While a recording plays, the settings show the recording's configuration
+// While a recording plays, the window hides the run controls (the replay
+// bar is the replay's) and the settings hold the recording's configuration
 // (disabled); closing the replay brings back the user's.
 #pragma once
 
@@ -62,6 +63,9 @@ public:
     bool applyPendingBreakpoint(QString *why);
     QStringList breakpoints() const { return m_breakpoints; }
     void clearBreakpoints();
+    // Adds a breakpoint (the field's syntax); false with a one-line reason
+    // when it is malformed.
+    bool addBreakpoint(const QString &spec, QString *why);
 
 Q_SIGNALS:
     void shapeChanged();     // the model or the node count changed (the pipeline placement starts again)
@@ -83,7 +87,6 @@ private:
     void fitToFont();
     void updateProblem();
     void showBreakpoints();
-    bool addBreakpoint(const QString &spec, QString *why);
 
     EngineController *m_engine;
     QAction *m_start = nullptr;

@@ -7,10 +7,12 @@
 #include "gui_options.h"
 #include "lesson_ui.h"
 #include "mainwindow.h"
+#include "run_controls.h"
 #include "widgets/timeline/timeline_view.h"
 #include "app/replay/replay_controller.h"
 
 #include <QApplication>
+#include <QElapsedTimer>
 #include <QImage>
 #include <QPixmap>
 #include <QTimer>
@@ -27,7 +29,7 @@ using smol::app::GuiOptions;
 const char kUsage[] = R"(Usage: smolcluster [--nodes N] [--strategy S] [--backend B] [--steps K] [--projector]
                    [--listen PORT --token T [--advertise ADDR]] [--timeline-budget MIB]
                    [--replay SESSION [--compare SESSION]] [--lesson NAME|FILE [--lesson-step K]]
-                   [--screenshot FILE.png]
+                   [--break SPEC] [--view NAME] [--screenshot FILE.png]
 
 Opens the control panel with a ready local cluster: N nodes that are
 threads of this process, joined to its coordinator over authenticated TCP
@@ -76,6 +78,13 @@ Options:
   --lesson-step K        run it to step K, revealing each step's numbers on
                          the way (with --screenshot: save the window there and
                          exit, 0 if every step was reached)
+  --break SPEC           a breakpoint for the run, as the tool bar takes it
+                         (allgather@step=3, allreduce,rank=1, next;
+                         docs/breakpoints.md); with --screenshot, save the
+                         window at the pause, the held collective framed
+                         on the timeline, and exit
+  --view NAME            the view shown at start: node, memory, shards,
+                         placement, inspector, log, charts or timeline
   -h, --help             show this help
   --version              print the version
 
@@ -195,6 +204,71 @@ int runLesson(QApplication &app, smol::app::EngineController &engine, smol::app:
     return app.exec();
 }
 
+// --screenshot FILE: a replay moved to step K, or a live run trained to its
+// end (or held at --break's pause), saved to FILE; then exit.
+int runScreenshot(QApplication &app, smol::app::EngineController &engine, smol::app::MainWindow &window,
+                  const GuiOptions &options)
+{
+    const QString file = options.screenshot;
+    auto grab = [&window, file](bool finished) { grabAndExit(window, file, finished); };
+    if (!options.replay.isEmpty()) {
+        smol::app::ReplayController *replay = window.replay();
+        if (options.steps > 0) {
+            if (!replay->seekToStep(options.steps)) {
+                std::fprintf(stderr, "smolcluster: %s has no step %d\n", qPrintable(options.replay), options.steps);
+                return 1;
+            }
+        } else {
+            replay->seek(replay->endNs());
+        }
+        grab(true);
+        return app.exec();
+    }
+    // How long a big cluster takes to come up and run, measured here
+    // for the record (issue 25 asked for 64 nodes within 5 s).
+    auto sinceLaunch = std::make_shared<QElapsedTimer>();
+    sinceLaunch->start();
+    auto startedAtMs = std::make_shared<qint64>(0);
+    QObject::connect(&engine, &smol::app::EngineController::stepAvailable, &window,
+                     [sinceLaunch, startedAtMs](const smol::widgets::StepPoint &p) {
+                         if (p.step == 0)
+                             std::printf("smolcluster: step 0 done %.1f s after Start\n",
+                                         double(sinceLaunch->elapsed() - *startedAtMs) / 1000);
+                     });
+    QObject::connect(&engine, &smol::app::EngineController::runFinished, &window,
+                     [grab, sinceLaunch, startedAtMs](const QString &summary) {
+                         std::printf("smolcluster: %s\n", qPrintable(summary));
+                         std::printf("smolcluster: the run took %.1f s from Start\n",
+                                     double(sinceLaunch->elapsed() - *startedAtMs) / 1000);
+                         grab(true);
+                     });
+    QObject::connect(&engine, &smol::app::EngineController::runFailed, &window, [grab](const QString &reason) {
+        std::fprintf(stderr, "smolcluster: the run failed: %s\n", qPrintable(reason));
+        grab(false);
+    });
+    // --break: the picture is the pause, once the views have framed it.
+    QObject::connect(&engine, &smol::app::EngineController::pausedAt, &window,
+                     [grab, &window, options](const smol::app::PauseView &) {
+                         if (options.breakAt.isEmpty())
+                             return;
+                         if (!options.view.isEmpty())
+                             window.showView(options.view);
+                         QTimer::singleShot(1500, &window, [grab] { grab(true); });
+                     });
+    QObject::connect(&window, &smol::app::MainWindow::runRefused, &window, [grab](const QString &reason) {
+        std::fprintf(stderr, "smolcluster: %s\n", qPrintable(reason));
+        grab(false);
+    });
+    // Start once every local node has joined (they connect in the background).
+    whenNodesJoined(engine, window, options.nodes, [&window, sinceLaunch, startedAtMs, options] {
+        *startedAtMs = sinceLaunch->elapsed();
+        std::printf("smolcluster: %d local node(s) joined %.1f s after the window opened\n", options.nodes,
+                    double(*startedAtMs) / 1000);
+        window.startRun();
+    });
+    return app.exec();
+}
+
 int main(int argc, char **argv)
 {
     // Help, version and bad values must not need a display, so parse once
@@ -242,6 +316,15 @@ int main(int argc, char **argv)
     window.setProjectorMode(options.projector);
     window.timeline()->setLiveMemoryBudget(std::size_t(options.timelineBudgetMiB) << 20);
     window.show();
+    if (!options.view.isEmpty())
+        window.showView(options.view);
+    if (!options.breakAt.isEmpty()) {
+        QString why;
+        if (!window.runControls()->addBreakpoint(options.breakAt, &why)) {
+            std::fprintf(stderr, "smolcluster: %s\n", qPrintable(why));
+            return 2;
+        }
+    }
 
     if (!options.replay.isEmpty()) {
         QString error;
@@ -259,36 +342,7 @@ int main(int argc, char **argv)
     }
     if (!options.lesson.isEmpty())
         return runLesson(app, engine, window, options);
-    if (!options.screenshot.isEmpty()) {
-        const QString file = options.screenshot;
-        auto grab = [&window, file](bool finished) { grabAndExit(window, file, finished); };
-        if (!options.replay.isEmpty()) {
-            smol::app::ReplayController *replay = window.replay();
-            if (options.steps > 0) {
-                if (!replay->seekToStep(options.steps)) {
-                    std::fprintf(stderr, "smolcluster: %s has no step %d\n", qPrintable(options.replay), options.steps);
-                    return 1;
-                }
-            } else {
-                replay->seek(replay->endNs());
-            }
-            grab(true);
-            return app.exec();
-        }
-        QObject::connect(&engine, &smol::app::EngineController::runFinished, &window, [grab](const QString &summary) {
-            std::printf("smolcluster: %s\n", qPrintable(summary));
-            grab(true);
-        });
-        QObject::connect(&engine, &smol::app::EngineController::runFailed, &window, [grab](const QString &reason) {
-            std::fprintf(stderr, "smolcluster: the run failed: %s\n", qPrintable(reason));
-            grab(false);
-        });
-        QObject::connect(&window, &smol::app::MainWindow::runRefused, &window, [grab](const QString &reason) {
-            std::fprintf(stderr, "smolcluster: %s\n", qPrintable(reason));
-            grab(false);
-        });
-        // Start once every local node has joined (they connect in the background).
-        whenNodesJoined(engine, window, options.nodes, [&window] { window.startRun(); });
-    }
+    if (!options.screenshot.isEmpty())
+        return runScreenshot(app, engine, window, options);
     return app.exec();
 }

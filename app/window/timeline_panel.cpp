@@ -3,6 +3,7 @@
 #include "app/feed/timeline_feed.h"
 #include "engine/session/session_reader.h"
 #include "number_field.h"
+#include "widgets/tensor_inspector.h"
 #include "widgets/timeline/timeline_view.h"
 
 #include <QCoreApplication>
@@ -26,15 +27,17 @@ TimelinePanel::TimelinePanel(QWidget *parent)
     m_view->setToolTip(QString());
     m_view->setWhatsThis(tr(
         "Wheel: zoom at the pointer. Drag: pan. Shift+drag: zoom to the range. Click: details and tensors. "
-        "Double click: zoom to it. Keys: + - zoom, Left Right pan, Home fit, End follow, Z zoom to the "
-        "selection."));
+        "Double click: zoom to it. Keys: + - zoom, Left Right pan, Home or 0 fit the whole run, End follow "
+        "the newest steps, Z zoom to the selection. At a pause the view frames the held collective; "
+        "resuming follows again."));
     m_jumpStep = numberField<QSpinBox>(this, 0, 100000000, 0, tr("step "));
     m_jumpStep->setToolTip(tr("Show this step on the timeline; in a replay, move the replay there (Ctrl+G)"));
     auto *jump = new QPushButton(tr("Go"), this);
     auto *fit = new QPushButton(tr("Fit"), this);
-    fit->setToolTip(tr("Show the whole run (Home)"));
+    fit->setToolTip(tr("Show the whole run (Home or 0; End follows again)"));
     auto *follow = new QPushButton(tr("Follow"), this);
-    follow->setToolTip(tr("Keep the newest events (or the replay position) in view (End)"));
+    follow->setToolTip(tr("Keep the newest step and a half (or the replay position) in view, packets apart "
+                          "(End; Home or 0: the whole run)"));
     auto *png = new QPushButton(tr("PNG..."), this);
     png->setToolTip(tr("Save the visible timeline as an image (Ctrl+Shift+P)"));
     m_details = new QLabel(this);
@@ -98,6 +101,27 @@ void TimelinePanel::focusStepField()
 {
     m_jumpStep->setFocus();
     m_jumpStep->selectAll();
+}
+
+void TimelinePanel::showPause(const widgets::PauseView &pause, qint64 atNs)
+{
+    widgets::TimelineHold hold;
+    hold.atNs = atNs;
+    hold.reason = pause.reason;
+    // Every node's input enters the same collective; after a step the
+    // results are the one stepped, so the held one is named by the inputs.
+    const QVector<widgets::PausedTensor> &tensors = pause.inputs.isEmpty() ? pause.results : pause.inputs;
+    if (!tensors.isEmpty()) {
+        hold.collective = tensors.front().collective;
+        hold.name = tensors.front().name;
+        hold.step = tensors.front().step;
+    }
+    m_view->holdAt(hold);
+}
+
+void TimelinePanel::endPause()
+{
+    m_view->releaseHold();
 }
 
 void TimelinePanel::loadRecording(const engine::SessionReader &reader, qint64 beginNs)

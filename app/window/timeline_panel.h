@@ -3,7 +3,9 @@
 // clicked item is, with "Replay from here" while a recording is shown. It
 // asks the window for what goes beyond the timeline (a step in a replay
 // moves the whole window; a PNG needs a file name); the window says what an
-// item is (describe a hit, find its tensors).
+// item is (describe a hit, find its tensors). At a pause it hands the
+// timeline the held collective (showPause: its kind, tensor and step from
+// the pause's tensors), so the view frames it and its hatch names it.
 #pragma once
 
 #include <QWidget>
@@ -20,7 +22,8 @@ class SessionReader;
 
 namespace smol::widgets {
 class TimelineView;
-}
+struct PauseView;
+} // namespace smol::widgets
 
 namespace smol::app {
 
@@ -37,6 +40,11 @@ public:
     void showDetails(const QString &text, bool canSeek);
     void hideSeek();
     void focusStepField(); // Ctrl+G
+    // A pause began (live: atNs is the feed's clock at the newest snapshot)
+    // or a replay's position (atNs) lies in a recorded pause: the view stops
+    // following and frames the held collective. endPause(): it is over.
+    void showPause(const widgets::PauseView &pause, qint64 atNs);
+    void endPause();
     // The whole recording, the playhead just after `beginNs`. A long file
     // shows a progress dialog. Throws engine::SessionError for a damaged file.
     void loadRecording(const engine::SessionReader &reader, qint64 beginNs);

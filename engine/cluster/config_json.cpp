@@ -3,6 +3,8 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace smol::engine {
@@ -184,14 +186,20 @@ QJsonObject memoryToJson(const net::MemoryByCategory &m)
 
 net::MemoryByCategory memoryFromJson(const QJsonObject &o)
 {
+    // From the network: a missing, negative or non-finite field reads as 0,
+    // and none exceeds 2^53 bytes (what a double holds exactly).
+    auto bytes = [&](const char *key) -> std::int64_t {
+        const double v = o.value(QLatin1String(key)).toDouble();
+        return std::isfinite(v) && v > 0 ? std::int64_t(std::min(v, 9007199254740992.0)) : 0;
+    };
     net::MemoryByCategory m;
-    m.params = std::int64_t(o.value(QStringLiteral("params")).toDouble());
-    m.grads = std::int64_t(o.value(QStringLiteral("grads")).toDouble());
-    m.optimizer = std::int64_t(o.value(QStringLiteral("optimizer")).toDouble());
-    m.activations = std::int64_t(o.value(QStringLiteral("activations")).toDouble());
-    m.comm = std::int64_t(o.value(QStringLiteral("comm")).toDouble());
-    m.live = std::int64_t(o.value(QStringLiteral("live")).toDouble());
-    m.peak = std::int64_t(o.value(QStringLiteral("peak")).toDouble());
+    m.params = bytes("params");
+    m.grads = bytes("grads");
+    m.optimizer = bytes("optimizer");
+    m.activations = bytes("activations");
+    m.comm = bytes("comm");
+    m.live = bytes("live");
+    m.peak = bytes("peak");
     return m;
 }
 

@@ -367,7 +367,10 @@ private:
             return;
         const std::int64_t k = std::int64_t(step.toDouble());
         const double loss = m.json.value(QStringLiteral("loss")).toDouble(std::nan(""));
-        const net::MemoryByCategory mem = memoryFromJson(m.json.value(QStringLiteral("memory")).toObject());
+        StepMemory mem;
+        mem.atEnd = memoryFromJson(m.json.value(QStringLiteral("memory")).toObject());
+        // An older node sends no peaks: all zero, and no peak sample is kept.
+        mem.peak = memoryFromJson(m.json.value(QStringLiteral("peak")).toObject());
         if (m_events) {
             std::int64_t offset = 0;
             {
@@ -379,7 +382,7 @@ private:
             emitStepEvents(*m_events, r, k, loss, mem, std::min(start, end), end);
             start = end;
         }
-        m_board->report(r, k, loss, mem);
+        m_board->report(r, k, loss, mem.atEnd);
     }
 
     void onTestLoss(const net::ControlMessage &m)

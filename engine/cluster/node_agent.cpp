@@ -22,6 +22,27 @@ namespace node {
 
 namespace {
 
+// The training data and vocabulary size, shared by the agents of one process
+// (the window's local nodes are threads of it): 64 local nodes each reading
+// their own copy of Fashion-MNIST spent some 20 s in page faults and file
+// copies before the first step. Held weakly: it lives while an agent keeps it.
+std::pair<std::shared_ptr<const DataSource>, std::int64_t> sharedTrainingData(const std::string &key,
+                                                                            TrainConfig &config)
+{
+    static std::mutex mutex;
+    static std::map<std::string, std::pair<std::weak_ptr<const DataSource>, std::int64_t>> shared;
+    std::lock_guard lock(mutex); // the first agent loads, the others wait for its copy
+    auto &[weak, vocab] = shared[key];
+    if (std::shared_ptr<const DataSource> data = weak.lock()) {
+        config.model.vocabSize = vocab;
+        return {data, vocab};
+    }
+    std::shared_ptr<const DataSource> data = loadTrainingData(config);
+    weak = data;
+    vocab = config.model.vocabSize;
+    return {data, vocab};
+}
+
 constexpr std::chrono::milliseconds kJoinRetries{3000}; // how long a refused join is tried again
 
 } // namespace
@@ -303,7 +324,7 @@ std::shared_ptr<const DataSource> Agent::dataFor(TrainConfig &config)
                             "|" + std::to_string(config.model.blockSize);
     auto it = m_data.find(key);
     if (it == m_data.end())
-        it = m_data.emplace(key, std::make_pair(loadTrainingData(config), config.model.vocabSize)).first;
+        it = m_data.emplace(key, sharedTrainingData(key, config)).first;
     config.model.vocabSize = it->second.second;
     return it->second.first;
 }

@@ -229,7 +229,7 @@ NodeRun Agent::nodeRunOf(Epoch &e, EpochTraining &t)
     if (a.diskEvery > 0)
         every = every > 0 ? std::gcd(every, a.diskEvery) : a.diskEvery;
     run.checkpointEvery = every;
-    run.onStep = [this, &e, &t](std::int64_t k, double loss, const net::MemoryByCategory &mem) {
+    run.onStep = [this, &e, &t](std::int64_t k, double loss, const StepMemory &mem) {
         const std::uint64_t sentNow = e.telemetry.bytesSent();
         t.bytesInSteps += sentNow - std::min(t.bytesMark, sentNow);
         t.bytesMark = sentNow;
@@ -246,7 +246,8 @@ NodeRun Agent::nodeRunOf(Epoch &e, EpochTraining &t)
                                     {"step", double(k)},
                                     {"loss", loss},
                                     {"t", QString::number(net::monotonicNs())},
-                                    {"memory", memoryToJson(mem)}});
+                                    {"memory", memoryToJson(mem.atEnd)},
+                                    {"peak", memoryToJson(mem.peak)}});
     };
     run.onCheckpoint = [this, &e, &t](std::int64_t stepsDone, const torch::Tensor &params,
                                       const OptimizerMoments &moments) {

@@ -35,7 +35,7 @@ struct EventRows {
     static constexpr char kFrameColumns[] = "t_end, id, t_start, side, src, dst, kind, seq, tag, bytes";
     static constexpr char kSpanColumns[] = "t_start, t_end, node, kind, name, step, collective, seq, bytes";
     static constexpr char kMemoryColumns[] =
-        "t, node, step, params, grads, optimizer, activations, comm, live, peak, collective, seq, before";
+        "t, node, step, params, grads, optimizer, activations, comm, live, peak, collective, seq, before, step_peak";
     static constexpr char kMetricColumns[] = "t, step, node, name, value";
     static constexpr char kLogColumns[] = "t, node, text";
     static constexpr char kTensorColumns[] =
@@ -82,6 +82,7 @@ struct EventRows {
         r.anyKind(m.collective);
         r.u64(m.seq);
         r.flag(m.before);
+        r.flag(m.stepPeak);
     }
 
     template <class Row, class Metric> static void metric(Row &r, Metric &m)

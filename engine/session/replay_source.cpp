@@ -164,6 +164,8 @@ void ReplaySource::seekLocked(std::int64_t tNs)
     const std::int64_t t = std::clamp(tNs, m_begin - 1, m_end);
     m_position = t;
     m_carryNs = 0;
+    for (const MemorySample &m : m_reader.latestStepPeaks(t))
+        m_sink->onMemory(m);
     for (const MemorySample &m : m_reader.latestMemory(t))
         m_sink->onMemory(m);
     for (const MetricSample &m : m_reader.metrics(std::numeric_limits<std::int64_t>::min(), t))

@@ -108,6 +108,7 @@ QJsonObject infoJson(const QString &file, const SessionInfo &i)
         {QStringLiteral("spans"), spans},
         {QStringLiteral("memory"), qint64(i.memory)},
         {QStringLiteral("memory_at_collectives"), qint64(i.memoryAtCollectives)},
+        {QStringLiteral("memory_step_peaks"), qint64(i.memoryStepPeaks)},
         {QStringLiteral("metrics"), qint64(i.metrics)},
         {QStringLiteral("logs"), qint64(i.logs)},
         {QStringLiteral("tensors"), qint64(i.tensors)},
@@ -163,7 +164,10 @@ void printInfo(QTextStream &out, const QString &file, const SessionInfo &i)
                      .arg(QLatin1String(spanKindName(SpanEvent::Kind(k))))
                      .arg(i.spans[std::size_t(k)]);
     row("  spans", spans.join(", "));
-    row("  memory", QStringLiteral("%1 (%2 at collective boundaries)").arg(i.memory).arg(i.memoryAtCollectives));
+    row("  memory", QStringLiteral("%1 (%2 at collective boundaries, %3 step peaks)")
+                        .arg(i.memory)
+                        .arg(i.memoryAtCollectives)
+                        .arg(i.memoryStepPeaks));
     row("  metrics", QString::number(i.metrics));
     row("  logs", QString::number(i.logs));
     row("  tensors", QString::number(i.tensors));

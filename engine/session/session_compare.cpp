@@ -266,7 +266,7 @@ void measureMemory(const SessionEvents &events, RunFigures &r)
         raise(n.activations, double(m.memory.activations));
         raise(n.comm, double(m.memory.comm));
         raise(n.peak, double(m.memory.peak));
-        if (m.collective == net::CollectiveKind::None)
+        if (m.collective == net::CollectiveKind::None && !m.stepPeak)
             raise(n.heldAtStepEnd, double(m.memory.params + m.memory.grads + m.memory.optimizer));
     }
 }

@@ -26,7 +26,7 @@ namespace smol::engine {
 
 // The schema this build writes and the newest one it reads
 // (docs/session-format.md). A reader opens every file with version <= this.
-constexpr int kSessionSchemaVersion = 2;
+constexpr int kSessionSchemaVersion = 3;
 
 // A session file that cannot be created, written or read: missing,
 // truncated, corrupted, foreign, too new. One line, naming the file.
@@ -62,7 +62,9 @@ inline const char *spanKindName(SpanEvent::Kind kind)
 }
 
 // A node's memory by category: at the end of a step (collective None), or
-// before or after a collective (schema version 2 on).
+// before or after a collective (schema version 2 on), or (stepPeak, version
+// 3 on) each category at its largest during the step, stamped at its end
+// (engine::StepMemory::peak). Views of memory "now" skip the step peaks.
 struct MemorySample {
     std::int64_t tNs = 0;
     int node = -1;
@@ -71,6 +73,7 @@ struct MemorySample {
     net::CollectiveKind collective = net::CollectiveKind::None;
     std::uint64_t seq = 0;
     bool before = false;
+    bool stepPeak = false;
 };
 
 struct MetricSample {

@@ -344,13 +344,18 @@ private:
         ts(recvComplete) << "}";
     }
 
+    // A step's peaks are a counter of their own: in `memory` they would read
+    // as a spike at the step's end.
     void memory(const MemorySample &m)
     {
         const int p = pid(m.node);
-        begin() << "{\"ph\":\"C\",\"name\":\"memory\",\"pid\":" << std::int64_t(p) << ",\"ts\":";
+        begin() << "{\"ph\":\"C\",\"name\":\"" << (m.stepPeak ? "memory step peak" : "memory")
+                << "\",\"pid\":" << std::int64_t(p) << ",\"ts\":";
         ts(m.tNs) << ",\"args\":{\"params\":" << m.memory.params << ",\"grads\":" << m.memory.grads
                   << ",\"optimizer\":" << m.memory.optimizer << ",\"activations\":" << m.memory.activations
                   << ",\"comm\":" << m.memory.comm << "}}";
+        if (m.stepPeak)
+            return;
         begin() << "{\"ph\":\"C\",\"name\":\"live bytes\",\"pid\":" << std::int64_t(p) << ",\"ts\":";
         ts(m.tNs) << ",\"args\":{\"live\":" << m.memory.live << "}}";
     }

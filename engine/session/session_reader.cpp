@@ -26,9 +26,11 @@ namespace smol::engine {
 namespace {
 
 // The columns of each table are event_rows.h's. Version 1 kept per-step
-// memory only: no collective boundary.
+// memory only: no collective boundary; version 2 no step peaks.
 const char kMemoryColumnsV1[] =
-    "t, node, step, params, grads, optimizer, activations, comm, live, peak, 0, 0, 0";
+    "t, node, step, params, grads, optimizer, activations, comm, live, peak, 0, 0, 0, 0";
+const char kMemoryColumnsV2[] =
+    "t, node, step, params, grads, optimizer, activations, comm, live, peak, collective, seq, before, 0";
 constexpr int kSpanIdColumn = 9; // spans() reads "id" after the span's nine columns
 
 // Each event table and its event-time column (indexed).
@@ -489,7 +491,7 @@ std::vector<SpanEvent> SessionReader::spans(std::int64_t t0, std::int64_t t1) co
 
 const char *SessionReader::memoryColumns() const
 {
-    return m_version >= 2 ? EventRows::kMemoryColumns : kMemoryColumnsV1;
+    return m_version >= 3 ? EventRows::kMemoryColumns : m_version == 2 ? kMemoryColumnsV2 : kMemoryColumnsV1;
 }
 
 std::vector<MemorySample> SessionReader::memory(std::int64_t t0, std::int64_t t1) const
@@ -558,6 +560,18 @@ SessionEvents SessionReader::eventsIn(std::int64_t after, std::int64_t upTo) con
 
 std::vector<MemorySample> SessionReader::latestMemory(std::int64_t tNs) const
 {
+    return newestMemoryPerNode(tNs, false);
+}
+
+std::vector<MemorySample> SessionReader::latestStepPeaks(std::int64_t tNs) const
+{
+    if (m_version < 3)
+        return {};
+    return newestMemoryPerNode(tNs, true);
+}
+
+std::vector<MemorySample> SessionReader::newestMemoryPerNode(std::int64_t tNs, bool stepPeaks) const
+{
     // Walk back from tNs until every rank of the header has been seen (or
     // the samples run out).
     std::set<int> missing;
@@ -565,7 +579,9 @@ std::vector<MemorySample> SessionReader::latestMemory(std::int64_t tNs) const
         missing.insert(n.rank);
     const bool knownNodes = !missing.empty();
     std::map<int, MemorySample> latest;
-    Query q(*this, sql("SELECT %1 FROM memory WHERE t <= ? ORDER BY t DESC, id DESC", memoryColumns()));
+    const QString kind = m_version < 3 ? QString() : stepPeaks ? QStringLiteral(" AND step_peak != 0")
+                                                               : QStringLiteral(" AND step_peak = 0");
+    Query q(*this, sql("SELECT %1 FROM memory WHERE t <= ?%2 ORDER BY t DESC, id DESC", memoryColumns()).arg(kind));
     for (q.bind(qlonglong(tNs)).exec(); q.next();) {
         MemorySample m = q.read<MemorySample>();
         missing.erase(m.node);
@@ -667,11 +683,16 @@ SessionInfo SessionReader::info() const
                                  .value_or(0));
     };
     info.memory = count("memory");
+    auto countMemory = [this](const char *where) {
+        return std::uint64_t(
+            Query(*this, QStringLiteral("SELECT COUNT(*) FROM memory WHERE %1").arg(QLatin1String(where)))
+                .scalar()
+                .value_or(0));
+    };
     if (m_version >= 2)
-        info.memoryAtCollectives =
-            std::uint64_t(Query(*this, QStringLiteral("SELECT COUNT(*) FROM memory WHERE collective != 0"))
-                              .scalar()
-                              .value_or(0));
+        info.memoryAtCollectives = countMemory("collective != 0");
+    if (m_version >= 3)
+        info.memoryStepPeaks = countMemory("step_peak != 0");
     info.metrics = count("metrics");
     info.logs = count("logs");
     info.tensors = count("tensors");

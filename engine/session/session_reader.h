@@ -63,6 +63,7 @@ struct SessionInfo {
     std::array<std::uint64_t, SpanEvent::kKinds> spans{}; // by SpanEvent::Kind
     std::uint64_t memory = 0, metrics = 0, logs = 0, tensors = 0;
     std::uint64_t memoryAtCollectives = 0; // of memory: taken before or after a collective (version 2 on)
+    std::uint64_t memoryStepPeaks = 0;     // of memory: a node's peaks over a step (version 3 on)
     std::vector<SessionLink> links;        // by (src, dst)
     std::optional<double>
         finalLoss; // the last "loss" metric (cluster-wide ones first), else the end marker's
@@ -112,8 +113,12 @@ public:
     SessionEvents eventsIn(std::int64_t after, std::int64_t upTo) const;
     // The first event time after `tNs`; nullopt if none.
     std::optional<std::int64_t> nextEventTime(std::int64_t tNs) const;
-    // Each node's newest memory sample at or before `tNs`, by rank.
+    // Each node's newest memory sample at or before `tNs`, by rank (step
+    // peaks aside: latestStepPeaks).
     std::vector<MemorySample> latestMemory(std::int64_t tNs) const;
+    // Each node's newest step peaks at or before `tNs`, by rank (none before
+    // version 3).
+    std::vector<MemorySample> latestStepPeaks(std::int64_t tNs) const;
     // The time of step `step`'s first span or metric; nullopt if none.
     std::optional<std::int64_t> stepStart(std::int64_t step) const;
     // Every collective, by start time.
@@ -138,6 +143,7 @@ private:
     void validate();
     void readHeader();
     std::int64_t maxDuration(const QString &key, const char *table, int spanKind) const;
+    std::vector<MemorySample> newestMemoryPerNode(std::int64_t tNs, bool stepPeaks) const;
 
     QString m_path;
     int m_version = 0;

@@ -61,7 +61,7 @@ const char *const kSchema[] = {
     " step INTEGER NOT NULL, params INTEGER NOT NULL, grads INTEGER NOT NULL, optimizer INTEGER NOT NULL,"
     " activations INTEGER NOT NULL, comm INTEGER NOT NULL, live INTEGER NOT NULL, peak INTEGER NOT NULL,"
     " collective INTEGER NOT NULL DEFAULT 0, seq INTEGER NOT NULL DEFAULT 0, before INTEGER NOT NULL DEFAULT "
-    "0)",
+    "0, step_peak INTEGER NOT NULL DEFAULT 0)",
     "CREATE INDEX memory_by_t ON memory (t)",
     "CREATE TABLE metrics (id INTEGER PRIMARY KEY, t INTEGER NOT NULL, step INTEGER NOT NULL,"
     " node INTEGER NOT NULL, name TEXT NOT NULL, value REAL)",

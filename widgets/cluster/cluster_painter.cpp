@@ -2,6 +2,7 @@
 
 #include "widgets/paint/palette.h"
 #include "widgets/paint/pixel_font.h"
+#include "widgets/step_number.h"
 
 #include <QFontMetricsF>
 #include <QPainter>
@@ -103,30 +104,25 @@ void record(QStringList *shown, const QString &text)
 
 } // namespace
 
-// One step number everywhere: the step the cluster is in, counted from 0
-// (the engine's step index, as breakpoints, the inspector, the timeline and
-// the replay bar show it). The state carries the newest completed step.
+// One step number everywhere (widgets/step_number.h): the step the cluster
+// is in, the engine's step index; at a pause the held collective's.
 QString ClusterPainter::headerTitle(const ClusterState &state, const QString &nextStrategy)
 {
-    bool active = false;
-    for (const NodeState &n : state.nodes)
-        active = active || n.state == NodeRunState::Running || n.state == NodeRunState::Paused ||
-                 n.state == NodeRunState::Slow;
     QString strategy = state.strategy;
     QString step;
-    const std::int64_t current = state.step + 1;
-    if (state.step < 0 && !active) {
+    const std::int64_t current = stepInProgress(state);
+    if (current < 0 && state.step < 0) {
         step = tr("not started");
         if (!nextStrategy.isEmpty())
             strategy = nextStrategy;
-    } else if (!active && state.steps > 0 && current >= state.steps) {
+    } else if (current < 0 && state.steps > 0 && state.step + 1 >= state.steps) {
         step = tr("done, %1 steps").arg(state.steps);
-    } else if (!active) {
-        step = tr("ended after step %1").arg(state.step);
+    } else if (current < 0) {
+        step = tr("ended after %1").arg(stepText(state.step));
     } else if (state.steps > 0) {
-        step = tr("step %1 / %2").arg(current).arg(state.steps);
+        step = tr("%1 / %2").arg(stepText(current)).arg(state.steps);
     } else {
-        step = tr("step %1").arg(current);
+        step = stepText(current);
     }
     return strategy.isEmpty() ? step : strategy + QStringLiteral(" · ") + step;
 }

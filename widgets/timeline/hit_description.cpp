@@ -5,6 +5,8 @@
 
 #include <QStringList>
 
+#include <algorithm>
+
 namespace smol::widgets {
 
 QString HitDescription::secondsAt(const TimelineData &data, std::int64_t tNs)
@@ -112,6 +114,14 @@ QString HitDescription::memory(const TimelineData &data, const TimelineHit &hit)
              .arg(formatBytes(m.total()), formatBytes(m.memory.live), formatBytes(m.memory.peak));
     if (hit.count > 1)
         s += QStringLiteral("; zoom in to see each");
+    // The step this instant belongs to, at its highest (the line over it).
+    const std::deque<TimelineData::StepPeak> &peaks = data.stepPeaks(hit.lane);
+    const auto peak = std::lower_bound(peaks.begin(), peaks.end(), m.tNs,
+                                       [](const TimelineData::StepPeak &p, std::int64_t t) { return p.endNs < t; });
+    if (peak != peaks.end() && peak->startNs <= m.tNs)
+        s += QStringLiteral("\nstep %1 at its highest (the line): %2, activations %3")
+                 .arg(peak->step)
+                 .arg(formatBytes(peak->total), formatBytes(peak->activations));
     return s;
 }
 

@@ -207,6 +207,10 @@ void TimelineData::addMemory(const TimelineMemorySample &m)
 {
     if (m.node < 0 || m.node > 0xffff)
         return;
+    if (m.stepPeak) { // not memory at an instant: a mark over the step
+        addStepPeak(m);
+        return;
+    }
     Lane &l = lane(m.node);
     m_hasMemory = true;
     if (m.tNs < m_keptFromNs) { // late, for the dropped history
@@ -224,6 +228,38 @@ void TimelineData::addMemory(const TimelineMemorySample &m)
     ++m_memoryCount;
     if (l.memory.add(st))
         enforceBudget();
+}
+
+void TimelineData::addStepPeak(const TimelineMemorySample &m)
+{
+    Lane &l = lane(m.node);
+    if (m.tNs < m_keptFromNs)
+        return;
+    StepPeak peak;
+    peak.endNs = m.tNs;
+    peak.startNs = !l.stepPeaks.empty()         ? l.stepPeaks.back().endNs
+                   : !l.memory.samples().empty() ? std::min(l.memory.samples()[0].tNs, m.tNs)
+                                                 : m.tNs;
+    peak.step = m.step;
+    peak.total = m.memory.stacked();
+    peak.activations = m.memory.activations;
+    if (!l.stepPeaks.empty() && m.tNs < l.stepPeaks.back().endNs)
+        return; // out of order: the marks are a chain in time
+    grow(peak.startNs, peak.endNs);
+    l.stepPeaks.push_back(peak);
+}
+
+std::int64_t TimelineData::stepPeakIn(int laneIndex, std::int64_t t0, std::int64_t t1) const
+{
+    if (laneIndex < 0 || laneIndex >= laneCount())
+        return 0;
+    const std::deque<StepPeak> &peaks = m_lanes[std::size_t(laneIndex)].stepPeaks;
+    auto it = std::lower_bound(peaks.begin(), peaks.end(), t0,
+                               [](const StepPeak &p, std::int64_t t) { return p.endNs <= t; });
+    std::int64_t highest = 0;
+    for (; it != peaks.end() && it->startNs < t1; ++it)
+        highest = std::max(highest, it->total);
+    return highest;
 }
 
 TimelineData::MemoryRange TimelineData::memoryIn(int laneIndex, std::int64_t t0, std::int64_t t1) const
@@ -304,7 +340,8 @@ std::size_t TimelineData::eventBytes() const
     std::size_t bytes = 0;
     for (const Lane &l : m_lanes) {
         bytes += l.packets.bytes() + l.prefixBytes.bytes() + l.compute.bytes() + l.collectives.bytes() +
-                 l.pauses.bytes() + l.memory.bytes();
+                 l.pauses.bytes() + l.memory.bytes() +
+                 l.stepPeaks.size() * sizeof(StepPeak);
     }
     return bytes;
 }
@@ -394,6 +431,8 @@ void TimelineData::dropBefore(std::int64_t cut)
             m_spanCount -= n;
             m_droppedSpans += n;
         }
+        while (!l.stepPeaks.empty() && l.stepPeaks.front().endNs < cut)
+            l.stepPeaks.pop_front();
         const std::size_t m = l.memory.dropBefore(cut);
         m_memoryCount -= m;
         m_droppedMemory += m;

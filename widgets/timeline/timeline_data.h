@@ -171,6 +171,20 @@ public:
     std::size_t memorySampleCount() const { return m_memoryCount; }
     std::size_t droppedMemorySamples() const { return m_droppedMemory; }
     std::uint64_t memoryDroppedFrom(int lane) const;
+    // A lane's step peaks (TimelineMemorySample::stepPeak), in time order:
+    // over [startNs, endNs), the step's highest total (the categories
+    // stacked, each at its largest) and its activations. startNs is the
+    // lane's previous step peak (the step's first: the lane's first memory
+    // sample). Under the same drop rule as the samples.
+    struct StepPeak {
+        std::int64_t startNs = 0, endNs = 0;
+        std::int64_t step = -1;
+        std::int64_t total = 0;
+        std::int64_t activations = 0;
+    };
+    const std::deque<StepPeak> &stepPeaks(int lane) const { return m_lanes[std::size_t(lane)].stepPeaks; }
+    // The highest step-peak total of the lane's peaks overlapping [t0, t1).
+    std::int64_t stepPeakIn(int lane, std::int64_t t0, std::int64_t t1) const;
     // Whether any memory sample came since clear(): the lanes get their
     // memory strips (and keep them while the budget drops history).
     bool hasMemory() const { return m_hasMemory; }
@@ -219,6 +233,7 @@ private:
         std::uint64_t droppedPackets = 0;
         std::uint64_t droppedSpans[3] = {0, 0, 0};
         MemoryLane memory;
+        std::deque<StepPeak> stepPeaks;
         BlockList<StoredSpan> &row(Row r)
         {
             return r == Row::Collective ? collectives : r == Row::Pause ? pauses : compute;
@@ -233,6 +248,7 @@ private:
     // Called when a list took a block: over budget, drop the oldest.
     void enforceBudget();
     void dropBefore(std::int64_t cutNs);
+    void addStepPeak(const TimelineMemorySample &m);
     std::size_t eventBytes() const; // the part of memoryBytes() dropping can free
     TimelinePacket *findPacket(int src, const Pending &send, int dst);
     std::uint32_t intern(const QString &name);

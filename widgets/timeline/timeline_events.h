@@ -60,6 +60,9 @@ struct TimelineMemorySample {
     int collective = 0; // net::CollectiveKind's value; 0: not at a collective (a per-step sample)
     std::uint64_t seq = 0;
     bool before = false; // taken entering the collective (else leaving it)
+    // Each category at its largest during `step` (stamped at its end), not
+    // the memory at tNs (engine::MemorySample::stepPeak).
+    bool stepPeak = false;
 };
 
 } // namespace smol::widgets

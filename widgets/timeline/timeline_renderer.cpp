@@ -27,19 +27,6 @@ QColor withAlpha(QColor c, int alpha)
     return c;
 }
 
-// Bytes at the memory strips' top: `bytes` rounded up to a quarter of its
-// power of two (2.9 MiB -> 3 MiB), so the scale moves in readable steps.
-std::int64_t niceScale(std::int64_t bytes)
-{
-    if (bytes <= 4)
-        return std::max<std::int64_t>(bytes, 1);
-    int e = 0;
-    while ((std::int64_t(1) << (e + 1)) <= bytes)
-        ++e;
-    const std::int64_t quarter = std::int64_t(1) << (e - 2);
-    return (bytes + quarter - 1) / quarter * quarter;
-}
-
 double distanceToSegment(const QPointF &p, const QLineF &l)
 {
     const QPointF d = l.p2() - l.p1();
@@ -90,7 +77,14 @@ QRectF TimelineRenderer::rowRect(int lane, TimelineData::Row row) const
 {
     const QRectF l = laneRect(lane);
     const double h = l.height();
-    if (memoryShown()) { // the spans above the packet strip, the memory strip at the bottom
+    if (memoryThin() && !memoryUnderSpans()) { // the rows above the thin bar
+        const double rest = h - thinMemoryHeight();
+        if (row == TimelineData::Row::Compute)
+            return QRectF(m_timeLeft, l.top() + 0.04 * rest, timeWidth(), 0.46 * rest);
+        if (row == TimelineData::Row::Collective)
+            return QRectF(m_timeLeft, l.top() + 0.52 * rest, timeWidth(), 0.44 * rest);
+    }
+    if (memoryShown() && !memoryThin()) { // the spans above the packet strip, the memory strip at the bottom
         if (row == TimelineData::Row::Compute)
             return QRectF(m_timeLeft, l.top() + 0.04 * h, timeWidth(), 0.22 * h);
         if (row == TimelineData::Row::Collective)
@@ -116,7 +110,9 @@ QRectF TimelineRenderer::rowRect(int lane, TimelineData::Row row) const
 double TimelineRenderer::packetY(int lane) const
 {
     const QRectF l = laneRect(lane);
-    return l.top() + (memoryShown() ? 0.53 : 0.82) * l.height();
+    if (memoryThin() && !memoryUnderSpans())
+        return l.top() + 0.82 * (l.height() - thinMemoryHeight());
+    return l.top() + (memoryShown() && !memoryThin() ? 0.53 : 0.82) * l.height();
 }
 
 QRectF TimelineRenderer::memoryRect(int lane) const
@@ -124,6 +120,8 @@ QRectF TimelineRenderer::memoryRect(int lane) const
     if (!memoryShown() || lane < 0 || lane >= m_lanes)
         return {};
     const QRectF l = laneRect(lane);
+    if (memoryThin())
+        return QRectF(m_timeLeft, l.bottom() - thinMemoryHeight(), timeWidth(), thinMemoryHeight());
     return QRectF(m_timeLeft, l.top() + 0.63 * l.height(), timeWidth(), 0.34 * l.height());
 }
 
@@ -221,23 +219,16 @@ TimelineFrameStats TimelineRenderer::paint(QPainter &p, const TimelineData &data
     p.save();
     p.setClipRect(QRectF(m_timeLeft, m_rect.top(), timeWidth(), m_rect.height()));
     paintRuler(p, data, axis);
+    if (memoryUnderSpans())
+        paintMemory(p, data, axis, stats);
     for (int lane = 0; lane < m_lanes && lane < data.laneCount(); ++lane) {
         paintSpans(p, data, axis, lane, TimelineData::Row::Pause, stats);
         paintSpans(p, data, axis, lane, TimelineData::Row::Compute, stats);
         paintSpans(p, data, axis, lane, TimelineData::Row::Collective, stats);
     }
-    paintMemory(p, data, axis, stats);
-    if (overlay.livePauseNs != TimelineOverlay::kNone && overlay.nowNs != TimelineOverlay::kNone) {
-        const double x0 = std::max(axis.x(overlay.livePauseNs), m_timeLeft);
-        const double x1 = std::max(axis.x(overlay.nowNs), x0 + 2);
-        const QRectF r(x0, m_rect.top() + m_rulerHeight, x1 - x0, m_rect.height() - m_rulerHeight);
-        const QColor c = spanColour(TimelineSpanKind::Pause);
-        p.fillRect(r, withAlpha(c, 40));
-        p.fillRect(r, QBrush(withAlpha(c, 110), Qt::BDiagPattern));
-        p.setPen(c);
-        p.drawText(r.adjusted(4, 2, 0, 0), Qt::AlignLeft | Qt::AlignTop,
-                   QStringLiteral("paused: ") + overlay.livePauseReason);
-    }
+    if (!memoryUnderSpans())
+        paintMemory(p, data, axis, stats);
+    paintLivePause(p, axis, overlay);
     p.setRenderHint(QPainter::Antialiasing, true);
     for (int lane = 0; lane < m_lanes && lane < data.laneCount(); ++lane)
         paintPackets(p, data, axis, lane, overlay, stats);
@@ -259,6 +250,38 @@ TimelineFrameStats TimelineRenderer::paint(QPainter &p, const TimelineData &data
     return stats;
 }
 
+void TimelineRenderer::paintLivePause(QPainter &p, const TimeAxis &axis, const TimelineOverlay &overlay)
+{
+    if (overlay.livePauseNs == TimelineOverlay::kNone || overlay.nowNs == TimelineOverlay::kNone)
+        return;
+    const double x0 = std::max(axis.x(overlay.livePauseNs), m_timeLeft);
+    if (x0 > m_rect.right())
+        return;
+    const double x1 = std::max(axis.x(overlay.nowNs), x0 + 2);
+    const double top = m_rect.top() + m_rulerHeight;
+    const QRectF r(x0, top, x1 - x0, m_rect.bottom() - top);
+    const QColor c = spanColour(TimelineSpanKind::Pause);
+    p.fillRect(r, withAlpha(c, 40));
+    p.fillRect(r, QBrush(withAlpha(c, 110), Qt::BDiagPattern));
+    p.fillRect(QRectF(x0, top, m_projector ? 3 : 2, r.height()), c);
+    if (overlay.livePauseCaption.isEmpty())
+        return;
+    // The caption in the ruler's top row (the step numbers'), from the
+    // hatch's start, shifted left to stay whole in view when the hatch is
+    // narrow (a framed pause): over the ruler, not over the lanes' packets.
+    const QFontMetricsF fm(m_font);
+    const double right = m_rect.right() - 2;
+    const QString text = fm.elidedText(overlay.livePauseCaption, Qt::ElideRight, right - m_timeLeft - 12);
+    const double w = fm.horizontalAdvance(text) + 8;
+    const QRectF label(std::max(m_timeLeft + 2, std::min(x0 + 4, right - w)), m_rect.top() + 1, w,
+                       fm.height() + 2);
+    const Palette &pal = Palette::forMode(m_projector);
+    p.fillRect(label, withAlpha(pal.labelBackground, 235));
+    p.setPen(c);
+    p.drawRect(label);
+    p.drawText(label.adjusted(4, 0, 0, 0), Qt::AlignLeft | Qt::AlignVCenter, text);
+}
+
 void TimelineRenderer::paintLaneNames(QPainter &p, const TimelineData &data, const QFontMetricsF &fm)
 {
     const Palette &pal = Palette::forMode(m_projector);
@@ -275,7 +298,7 @@ void TimelineRenderer::paintLaneNames(QPainter &p, const TimelineData &data, con
         p.setPen(pal.text);
         const double h = std::max(r.height(), fm.height());
         QRectF label(m_rect.left() + 6, r.center().y() - h / 2, m_timeLeft - m_rect.left() - 14, h);
-        if (memoryShown()) // by its spans, above the memory strip's scale
+        if (memoryShown() && !memoryThin()) // by its spans, above the memory strip's scale
             label = QRectF(label.left(), r.top(), label.width(), 0.5 * r.height());
         const QString name = data.laneName(lane); // a node's displayName(): its rank first
         p.drawText(label, Qt::AlignLeft | Qt::AlignVCenter,
@@ -402,133 +425,6 @@ void TimelineRenderer::paintHistoryMark(QPainter &p, const TimelineData &data, c
     m_historyMark = QRectF(lineX - w / 2, top, label.right() - (lineX - w / 2), m_rect.bottom() - top);
 }
 
-// The memory strips, lane by lane: each lane's scale (its highest total in
-// view, rounded up), then its stacks column by column as an image, then
-// the scales beside the strips.
-void TimelineRenderer::paintMemory(QPainter &p, const TimelineData &data, const TimeAxis &axis,
-                                   TimelineFrameStats &stats)
-{
-    if (!memoryShown())
-        return;
-    const Palette &pal = Palette::forMode(m_projector);
-    const int lanes = std::min(m_lanes, data.laneCount());
-    m_memoryX0 = std::ceil(m_timeLeft);
-    m_memoryAxis = axis;
-    const int columns = std::max(0, int(std::ceil(m_rect.right())) - int(m_memoryX0));
-    const std::int64_t t0 = axis.time(m_memoryX0), t1 = axis.time(m_memoryX0 + columns);
-    m_memoryColumns.assign(std::size_t(lanes), {});
-    m_memoryScales.assign(std::size_t(lanes), 0);
-    const MemoryLayers layers = memoryLayers(pal);
-    for (int lane = 0; lane < lanes; ++lane) {
-        // The lane's scale: its highest total in view (O(log n)), rounded up.
-        const TimelineData::MemoryRange inView = data.memoryIn(lane, t0, t1);
-        if (inView.count == 0 || inView.maxTotal <= 0)
-            continue;
-        m_memoryScales[std::size_t(lane)] = niceScale(inView.maxTotal);
-        paintMemoryStrip(p, data, axis, lane, columns, layers, stats);
-    }
-    paintMemoryScales(p, pal, lanes);
-}
-
-// Per category, solid (a column's lowest sample) then faded (its highest):
-// mixed with the background, opaque, so grid lines under it do not show
-// through.
-TimelineRenderer::MemoryLayers TimelineRenderer::memoryLayers(const Palette &pal)
-{
-    MemoryLayers pixels;
-    constexpr int kCategories = StoredMemory::kCategories;
-    for (int k = 0; k < kCategories; ++k) {
-        const QColor c = pal.category(kMemoryCategories[std::size_t(k)]);
-        constexpr double a = 105 / 255.0;
-        const QColor faded(int(c.red() * a + pal.background.red() * (1 - a)),
-                           int(c.green() * a + pal.background.green() * (1 - a)),
-                           int(c.blue() * a + pal.background.blue() * (1 - a)));
-        pixels[std::size_t(k)] = c.rgba(); // opaque: premultiplied as is
-        pixels[std::size_t(k + kCategories)] = faded.rgba();
-    }
-    return pixels;
-}
-
-// Envelope and painting of one lane, while its samples are in the cache.
-// The strip is written as an image, pixel by pixel, and drawn in one call:
-// at full zoom-out every column's stack differs from its neighbour's, and
-// 15,000 columns' rectangles through the painter one by one cost more than
-// a frame has.
-void TimelineRenderer::paintMemoryStrip(QPainter &p, const TimelineData &data, const TimeAxis &axis, int lane,
-                                        int columns, const MemoryLayers &layers, TimelineFrameStats &stats)
-{
-    auto &cols = m_memoryColumns[std::size_t(lane)];
-    cols.assign(std::size_t(columns), {});
-    const QRectF strip = memoryRect(lane);
-    const int top = int(std::floor(strip.top()));
-    const int base = int(std::floor(strip.bottom()));
-    if (base <= top || columns <= 0)
-        return;
-    if (m_memoryImage.width() != columns || m_memoryImage.height() != base - top)
-        m_memoryImage = QImage(columns, base - top, QImage::Format_ARGB32_Premultiplied);
-    m_memoryImage.fill(Qt::transparent);
-    // The scale is at least the highest total.
-    const double pxPerByte = strip.height() / double(m_memoryScales[std::size_t(lane)]);
-    const auto yOf = [&](double bytes) { return std::max(top, int(double(base) + 0.5 - bytes * pxPerByte)); };
-    // Rows [y0, y1) of column c in one colour.
-    uchar *bits = m_memoryImage.bits();
-    const qsizetype stride = m_memoryImage.bytesPerLine();
-    const auto fill = [&](std::size_t c, int y0, int y1, QRgb colour) {
-        uchar *at = bits + qsizetype(y0 - top) * stride + qsizetype(c) * 4;
-        for (int y = y0; y < y1; ++y, at += stride)
-            *reinterpret_cast<QRgb *>(at) = colour;
-    };
-    constexpr int kCategories = StoredMemory::kCategories;
-    const auto paintColumn = [&](int column, const TimelineData::MemoryRange &col) {
-        const std::size_t c = std::size_t(column);
-        cols[c] = MemoryColumn{col.maxAt, col.count};
-        ++stats.memoryColumns;
-        // The lowest sample's stack, solid; then the highest's, faded, where
-        // it rises above the lowest's.
-        int below = base;
-        for (int k = 0; k < kCategories; ++k) {
-            const int y = yOf(col.minShares.bytesUpTo(k, col.minTotal));
-            if (y < below)
-                fill(c, y, below, layers[std::size_t(k)]);
-            below = std::min(below, y);
-        }
-        if (col.maxAt == col.minAt)
-            return;
-        const int solidTop = below;
-        below = base;
-        for (int k = 0; k < kCategories; ++k) {
-            const int y = yOf(col.maxShares.bytesUpTo(k, col.maxTotal));
-            const int bottom = std::min(below, solidTop);
-            if (y < bottom)
-                fill(c, y, bottom, layers[std::size_t(kCategories + k)]);
-            below = std::min(below, y);
-        }
-    };
-    data.forEachMemoryColumn(lane, axis, m_memoryX0, columns, paintColumn);
-    p.drawImage(QPointF(m_memoryX0, top), m_memoryImage);
-}
-
-// The scale beside each strip tall enough for a line of text.
-void TimelineRenderer::paintMemoryScales(QPainter &p, const Palette &pal, int lanes)
-{
-    const QFontMetricsF fm(m_font);
-    if (memoryRect(0).height() < 0.8 * fm.height() || m_laneHeight < 2.2 * fm.height())
-        return;
-    p.save();
-    p.setClipRect(m_rect);
-    p.setPen(pal.mutedText);
-    for (int lane = 0; lane < lanes; ++lane) {
-        if (m_memoryScales[std::size_t(lane)] == 0)
-            continue;
-        const QString text = QStringLiteral("≤ %1").arg(formatBytes(m_memoryScales[std::size_t(lane)]));
-        const QRectF strip = memoryRect(lane);
-        const QRectF label(m_rect.left() + 6, strip.center().y() - fm.height() / 2,
-                           m_timeLeft - m_rect.left() - 14, fm.height());
-        p.drawText(label, Qt::AlignRight | Qt::AlignVCenter, text);
-    }
-    p.restore();
-}
-
 void TimelineRenderer::paintSpans(QPainter &p, const TimelineData &data, const TimeAxis &axis, int lane,
                                   TimelineData::Row row, TimelineFrameStats &stats)
 {
@@ -608,8 +504,9 @@ void TimelineRenderer::paintPackets(QPainter &p, const TimelineData &data, const
     const auto &packets = data.packets(lane);
     const auto items = data.collapsePackets(lane, axis, t0, t1, kMinPacketPx, kMaxPacketRunPx);
     const double y0 = packetY(lane);
-    const double strip = memoryShown() ? std::min(8.0, 0.12 * m_laneHeight)
-                                       : std::max(std::min(8.0, 0.4 * m_laneHeight), 0.14 * m_laneHeight);
+    const double strip = memoryShown() && !memoryThin()
+                             ? std::min(8.0, 0.12 * m_laneHeight)
+                             : std::max(std::min(8.0, 0.4 * m_laneHeight), 0.14 * m_laneHeight);
     const double textMin =
         m_laneHeight >= 2.5 * fm.height() ? fm.horizontalAdvance(QStringLiteral("0000")) + 6 : 1e9;
     const double headLen = m_projector ? 9 : 6;

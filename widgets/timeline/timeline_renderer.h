@@ -11,7 +11,8 @@
 // see collapses into a counted block (TimelineData::collapse*).
 //
 // Memory: once the data has memory samples, each lane at least
-// kMinMemoryLaneHeight tall gets a strip at its bottom, a stacked area of
+// kMinMemoryLaneHeight tall gets a strip at its bottom (a thinner lane, a
+// thin bar: see memoryThin()), a stacked area of
 // the five categories in the Memory tab's colours (params at the bottom,
 // then grads, optimizer, activations, comm), each sample held until the
 // next. Each lane has its own scale, labelled beside it ("≤ 3.0 MiB"): 0
@@ -45,6 +46,7 @@
 #include <QRectF>
 #include <QString>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -88,9 +90,10 @@ struct TimelineOverlay {
     std::int64_t playheadNs = kNone;                     // replay: the position
     std::int64_t bandStartNs = kNone, bandEndNs = kNone; // a zoom-to selection being dragged
     // Live: the cluster has been paused since then (its Pause spans arrive
-    // when it resumes); drawn up to nowNs across every lane.
+    // when it resumes); drawn up to nowNs across every lane, captioned
+    // ("paused (pause) at all-gather 'params.fc2', step 71": holdCaption()).
     std::int64_t livePauseNs = kNone;
-    QString livePauseReason;
+    QString livePauseCaption;
     TimelineHit selected;
     TimelineHit hovered;
 };
@@ -114,8 +117,15 @@ public:
     // A block of packets spans at most this much; busy stretches become a
     // row of counted blocks.
     static constexpr double kMaxPacketRunPx = 64;
-    // Lanes thinner than this (32 or 64 nodes in a dock) have no memory strip.
+    // Lanes thinner than this (4 nodes on a 1024x768 projector, 32 or 64 in
+    // a dock) get the memory strip shrunk to a thin bar at their bottom:
+    // kThinMemoryShare of the lane, 1 to kMaxThinMemoryPx pixels, without a
+    // scale label; the spans and packets share the rest of the lane, or
+    // (under kMinThinRowsPx left, 64 nodes in a short dock) lie over it.
     static constexpr double kMinMemoryLaneHeight = 30;
+    static constexpr double kThinMemoryShare = 0.28;
+    static constexpr double kMaxThinMemoryPx = 8;
+    static constexpr double kMinThinRowsPx = 2;
 
     TimelineRenderer();
 
@@ -134,8 +144,14 @@ public:
     QRectF rowRect(int lane, TimelineData::Row row) const;
     double packetY(int lane) const;
     // Whether the lanes carry memory strips (the last paint's data had
-    // memory samples and the lanes are tall enough), and where; empty if not.
-    bool memoryShown() const { return m_memory && m_laneHeight >= kMinMemoryLaneHeight; }
+    // memory samples), whether they are thin bars, and where; empty if none.
+    bool memoryShown() const { return m_memory; }
+    bool memoryThin() const { return m_memory && m_laneHeight < kMinMemoryLaneHeight; }
+    // A thin bar so thin that the spans lie over it (drawn first).
+    bool memoryUnderSpans() const
+    {
+        return memoryThin() && m_laneHeight - thinMemoryHeight() < kMinThinRowsPx;
+    }
     QRectF memoryRect(int lane) const;
     // The last paint's memory scale of a lane: bytes at its strip's top (0: none drawn).
     std::int64_t memoryScale(int lane) const
@@ -188,12 +204,20 @@ private:
     void paintMarks(QPainter &p, const TimelineData &data, const TimeAxis &axis,
                     const TimelineOverlay &overlay);
     void paintMemory(QPainter &p, const TimelineData &data, const TimeAxis &axis, TimelineFrameStats &stats);
+    double thinMemoryHeight() const
+    {
+        return std::clamp(kThinMemoryShare * m_laneHeight, std::min(1.0, m_laneHeight), kMaxThinMemoryPx);
+    }
+    // A live pause's hatch from its hold to now, and its caption.
+    void paintLivePause(QPainter &p, const TimeAxis &axis, const TimelineOverlay &overlay);
     // Each memory category's pixel, solid then faded (StoredMemory::kCategories each).
     using MemoryLayers = std::array<QRgb, 2 * StoredMemory::kCategories>;
     static MemoryLayers memoryLayers(const Palette &pal);
     void paintMemoryStrip(QPainter &p, const TimelineData &data, const TimeAxis &axis, int lane, int columns,
                           const MemoryLayers &layers, TimelineFrameStats &stats);
     void paintMemoryScales(QPainter &p, const Palette &pal, int lanes);
+    void paintStepPeaks(QPainter &p, const Palette &pal, const TimelineData &data, const TimeAxis &axis, int lane,
+                        std::int64_t t0, std::int64_t t1);
 
     bool m_projector = false;
     QRectF m_rect;

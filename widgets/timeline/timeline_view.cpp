@@ -12,14 +12,16 @@ namespace smol::widgets {
 
 namespace {
 
-constexpr double kWheelStep = 1.25;  // zoom per wheel notch
+constexpr double kWheelStep = 1.25; // zoom per wheel notch
 constexpr double kKeyZoom = 1.5;
-constexpr std::int64_t kAutoFollowNs = 10'000'000'000; // live: show at most the last 10 s unless zoomed
+// Live, before a step has completed (no step length to go by): at most the last 10 s.
+constexpr std::int64_t kAutoFollowNs = 10'000'000'000;
 constexpr double kClickSlopPx = 4;
 
 } // namespace
 
-TimelineView::TimelineView(QWidget *parent) : QWidget(parent)
+TimelineView::TimelineView(QWidget *parent)
+    : QWidget(parent)
 {
     setMouseTracking(true);
     setFocusPolicy(Qt::StrongFocus);
@@ -38,6 +40,10 @@ void TimelineView::clear()
     m_fitted = false;
     m_following = true;
     m_followSpanNs = 0;
+    m_autoSpanNs = 0;
+    m_holding = false;
+    m_holdFramed = false;
+    m_hold = TimelineHold();
     relayout();
     update();
 }
@@ -130,8 +136,21 @@ void TimelineView::dataChanged()
         }
         if (m_following)
             followNow();
+        if (m_holding)
+            frameHold();
     }
     update();
+}
+
+std::int64_t TimelineView::followSpan()
+{
+    const std::int64_t recent = recentStepsSpan(m_data);
+    if (recent <= 0)
+        return kAutoFollowNs;
+    // Steps vary by a few percent: the zoom moves only when they change by a quarter.
+    if (m_autoSpanNs <= 0 || recent > m_autoSpanNs * 5 / 4 || recent < m_autoSpanNs * 4 / 5)
+        m_autoSpanNs = recent;
+    return m_autoSpanNs;
 }
 
 void TimelineView::followNow()
@@ -150,8 +169,13 @@ void TimelineView::followNow()
         }
         return;
     }
-    const std::int64_t end = dataEnd();
-    const std::int64_t span = m_followSpanNs > 0 ? m_followSpanNs : kAutoFollowNs;
+    // What every node has reported at the right edge: events reach the
+    // window a snapshot or two (tens of ms) after they happen, and "now"
+    // beyond them would be an empty band as wide as a step, with every
+    // packet to a node yet to report drawn in flight. Held, "now": the
+    // hatch grows to it.
+    const std::int64_t span = m_followSpanNs > 0 ? m_followSpanNs : followSpan();
+    const std::int64_t end = m_holding ? dataEnd() : reportedUntilNs(m_data, span);
     if (end - m_data.beginNs() <= span && m_followSpanNs == 0) {
         m_axis.fit();
         return;
@@ -170,6 +194,8 @@ void TimelineView::setLive(bool live)
     else
         m_overlay.nowNs = TimelineOverlay::kNone;
     m_overlay.livePauseNs = TimelineOverlay::kNone;
+    m_overlay.livePauseCaption.clear();
+    m_holding = false; // a run's end (or a replay's start) ends its pause
     update();
 }
 
@@ -186,9 +212,61 @@ void TimelineView::setNow(std::int64_t nowNs)
 
 void TimelineView::setLivePause(std::int64_t startNs, const QString &reason)
 {
-    m_overlay.livePauseNs = startNs;
-    m_overlay.livePauseReason = reason;
+    if (startNs == TimelineOverlay::kNone) {
+        releaseHold();
+        return;
+    }
+    TimelineHold hold;
+    hold.atNs = startNs;
+    hold.reason = reason;
+    holdAt(hold);
+}
+
+void TimelineView::holdAt(const TimelineHold &hold)
+{
+    if (!m_holding) {
+        m_followAfterHold = m_following;
+        m_holding = true;
+    }
+    m_hold = hold;
+    m_following = false;
+    m_holdFramed = true;
+    if (m_live) {
+        m_overlay.livePauseNs = hold.atNs; // until frameHold() finds the last event before it
+        m_overlay.livePauseCaption = holdCaption(hold);
+    }
+    frameHold();
     update();
+}
+
+void TimelineView::releaseHold()
+{
+    if (!m_holding)
+        return;
+    m_holding = false; // m_holdFramed stays: the frame is still what is shown
+    m_overlay.livePauseNs = TimelineOverlay::kNone;
+    m_overlay.livePauseCaption.clear();
+    if (m_followAfterHold) { // at the zoom it followed with before the pause
+        m_following = true;
+        followNow();
+    }
+    update();
+}
+
+void TimelineView::frameHold()
+{
+    const std::optional<TimelineHoldFrame> frame = holdFrame(m_data, m_hold, m_live);
+    if (!frame)
+        return;
+    if (m_live)
+        m_overlay.livePauseNs = frame->heldNs;
+    if (!m_holdFramed)
+        return;
+    const TimeAxis before = m_axis;
+    m_axis.clampTo(m_data.beginNs(), dataEnd());
+    m_axis.showRange(frame->startNs, frame->endNs);
+    if (m_axis.startNs != before.startNs || m_axis.nsPerPixel != before.nsPerPixel)
+        Q_EMIT rangeChanged(m_axis.startNs, m_axis.endNs());
 }
 
 void TimelineView::setPlayhead(std::int64_t ns)
@@ -203,8 +281,12 @@ void TimelineView::setFollowing(bool on)
 {
     m_following = on;
     if (on) {
+        // At the zoom the user chose; from the whole run or a pause's frame
+        // (chosen by no one), at the newest step and a half.
         if (m_live && m_fitted)
-            m_followSpanNs = m_axis.spanNs() >= m_data.endNs() - m_data.beginNs() ? 0 : m_axis.spanNs();
+            m_followSpanNs =
+                m_holdFramed || m_axis.spanNs() >= m_data.endNs() - m_data.beginNs() ? 0 : m_axis.spanNs();
+        m_holdFramed = false;
         followNow();
     }
     update();
@@ -277,6 +359,7 @@ QImage TimelineView::renderImage()
 void TimelineView::viewMoved()
 {
     m_following = false;
+    m_holdFramed = false;
     update();
     Q_EMIT rangeChanged(m_axis.startNs, m_axis.endNs());
 }
@@ -301,6 +384,8 @@ void TimelineView::resizeEvent(QResizeEvent *)
         m_axis.showRange(t0, t1);
     if (m_following)
         followNow();
+    if (m_holding)
+        frameHold();
 }
 
 void TimelineView::wheelEvent(QWheelEvent *event)

@@ -13,6 +13,16 @@
 // whole run, End follows the newest events again, Z zooms to the selection,
 // Escape clears it.
 //
+// Following "now" live, the view shows the last step and a half
+// (recentStepsSpan: the newest steps with their packets drawn apart) until
+// the user picks a zoom. At a pause (holdAt: Space, N, a breakpoint, a
+// lesson's stop, a replay at a recorded pause) it stops following and
+// frames the held collective (timeline_hold.h), re-framing as the last
+// events before the hold arrive, until the user moves the view; live,
+// every lane is hatched from the hold on and captioned with the held
+// collective and its step. releaseHold() brings following back if it was
+// on when the pause began.
+//
 // Live, the data keeps to a memory budget (setLiveMemoryBudget, default
 // TimelineData::kDefaultLiveBudget): the oldest events leave the view, a
 // mark shows where its history starts, and a selection or hover on dropped
@@ -21,6 +31,7 @@
 
 #include "timeline_axis.h"
 #include "timeline_data.h"
+#include "timeline_hold.h"
 #include "timeline_renderer.h"
 
 #include <QWidget>
@@ -48,8 +59,19 @@ public:
     void setLiveMemoryBudget(std::size_t bytes);
     std::size_t liveMemoryBudget() const { return m_liveBudget; }
     void setNow(std::int64_t nowNs);
-    // Live: the cluster paused at startNs (kNone: it runs); marked up to now.
+    // Live: the cluster paused at startNs (kNone: it runs; the pause ends,
+    // as releaseHold()); holdAt() with only the time and the reason known.
     void setLivePause(std::int64_t startNs, const QString &reason = QString());
+    // A pause began, or a replay's position lies in a recorded pause: frame
+    // the held collective (see above). Another hold while held frames the
+    // new one (N after N).
+    void holdAt(const TimelineHold &hold);
+    // The pause is over: no hatch; following again if it was on at the hold.
+    void releaseHold();
+    bool isHolding() const { return m_holding; }
+    const TimelineHold &hold() const { return m_hold; }
+    // What the live hatch says (holdCaption()); empty when not held.
+    QString holdText() const { return m_overlay.livePauseCaption; }
     // Replay: the position; TimelineOverlay::kNone hides it.
     void setPlayhead(std::int64_t ns);
     std::int64_t playhead() const { return m_overlay.playheadNs; }
@@ -99,6 +121,8 @@ private:
     void relayout();
     void viewMoved(); // the user moved the view: stop following, repaint
     void followNow();
+    std::int64_t followSpan(); // live, following with no zoom of the user's
+    void frameHold();          // the hold's hatch, and its frame while the user has not moved
     std::int64_t dataEnd() const;
     // Selection and hover hold list indexes: after the data dropped events,
     // move them with their events, or clear them when those are gone.
@@ -118,7 +142,12 @@ private:
     std::size_t m_liveBudget = TimelineData::kDefaultLiveBudget;
     std::uint64_t m_seenDrops = 0;                       // the data's dropGeneration() last followed
     std::uint64_t m_selectedBase = 0, m_hoveredBase = 0; // droppedBefore() when they were taken
-    std::int64_t m_followSpanNs = 0; // while following: how much time is shown
+    std::int64_t m_followSpanNs = 0; // while following: how much time is shown (0: recentStepsSpan)
+    std::int64_t m_autoSpanNs = 0;   // recentStepsSpan as last shown (it moves only by a quarter or more)
+    bool m_holding = false;
+    TimelineHold m_hold;
+    bool m_followAfterHold = false; // following was on when the pause began
+    bool m_holdFramed = false;      // the view shows the hold's frame (the user has not moved it)
     // Mouse state.
     enum class Drag { None, Pan, Band } m_drag = Drag::None;
     QPointF m_pressPos;
