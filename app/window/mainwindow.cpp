@@ -562,13 +562,14 @@ void MainWindow::showState(const widgets::ClusterStatePtr &state)
 
 void MainWindow::updateRunActions()
 {
-    // One set of controls: a replay has the replay bar (Space: play/pause, N or
-    // ]: next collective); the run controls and the Node tab's live buttons hide,
-    // their actions off so no key reaches them (Ctrl+Return, Ctrl+. do nothing).
+    // One set of controls: a replay has the replay bar (Space: play/pause, N or ]: next collective); the
+    // run controls and the Node tab's live buttons hide, their actions off (Ctrl+Return, Ctrl+. do nothing).
     const bool replaying = isReplaying();
     m_runControls->setVisible(!replaying);
     m_nodePage->setLiveControlsVisible(!replaying);
     m_runControls->setSettingsEnabled(!replaying && !m_engine->isRunning());
+    if (!replaying && !m_engine->isPaused() && statusBar()->currentMessage().startsWith(tr("Paused (")))
+        statusBar()->clearMessage(); // the live pause is over
     if (replaying) {
         for (QAction *a : {m_start, m_pause, m_step, m_stop})
             a->setEnabled(false);
