@@ -48,8 +48,10 @@ QVector<QString> MemoryView::legendLabels(const Geometry &g) const
     labels << tr("peak");
     if (g.hasStepPeaks)
         labels << tr("activations at the step's peak");
+    // A narrow view (a projector's side panel) shortens it to one line: the
+    // step-peak entry's line then costs the plot nothing.
     if (g.hasPredicted)
-        labels << tr("ZeRO formula (params+grads+optimizer)");
+        labels << (width() < 34 * g.font ? tr("ZeRO formula") : tr("ZeRO formula (params+grads+optimizer)"));
     return labels;
 }
 

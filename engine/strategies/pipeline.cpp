@@ -266,7 +266,6 @@ private:
             m_lossSum += x.item<double>();
         }
         m_busy += Clock::now() - start;
-        noteStepMemory(); // this micro-batch's activations are all held now
         f.output = x;
         if (isLast())
             return;
