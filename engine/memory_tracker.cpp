@@ -47,13 +47,6 @@ Counters g_counters[kMaxNodes];
 
 thread_local int t_node = -1;
 
-// counter = max(counter, value), lock-free.
-void raiseTo(std::atomic<std::int64_t> &counter, std::int64_t value)
-{
-    std::int64_t seen = counter.load(std::memory_order_relaxed);
-    while (value > seen && !counter.compare_exchange_weak(seen, value, std::memory_order_relaxed)) { }
-}
-
 void checkNode(int node, int lowest)
 {
     if (node < lowest || node >= kMaxNodes)
@@ -199,6 +192,12 @@ Usage usage(int node)
     const Counters &c = g_counters[node];
     return {c.live.load(std::memory_order_relaxed), c.peak.load(std::memory_order_relaxed),
             c.allocations.load(std::memory_order_relaxed), c.windowPeak.load(std::memory_order_relaxed)};
+}
+
+void raiseTo(std::atomic<std::int64_t> &counter, std::int64_t value)
+{
+    std::int64_t seen = counter.load(std::memory_order_relaxed);
+    while (value > seen && !counter.compare_exchange_weak(seen, value, std::memory_order_relaxed)) { }
 }
 
 void resetWindowPeak(int node)

@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -50,6 +51,10 @@ void resetWindowPeak(int node);
 // Forget everything charged to node, including what it still holds: those
 // frees are not charged back. Call between runs, not while it allocates.
 void resetNode(int node);
+
+// counter = max(counter, value), lock-free: a high-water mark several
+// threads raise (the allocator's peaks, a node's step peaks).
+void raiseTo(std::atomic<std::int64_t> &counter, std::int64_t value);
 
 // Sum of nbytes over the distinct storages of `tensors` (views of one
 // storage count once). What strategies report per category.

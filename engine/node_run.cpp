@@ -38,19 +38,13 @@ thread_local bool t_collectiveResult = false;
 constexpr int kPeakFields = net::MemoryByCategory::kCategories + 1;
 std::atomic<std::int64_t> g_stepPeaks[memory::kMaxNodes][kPeakFields];
 
-void raiseTo(std::atomic<std::int64_t> &field, std::int64_t value)
-{
-    std::int64_t seen = field.load(std::memory_order_relaxed);
-    while (value > seen && !field.compare_exchange_weak(seen, value, std::memory_order_relaxed)) { }
-}
-
 void notePeaks(int slot, const net::MemoryByCategory &m)
 {
     if (slot < 0 || slot >= memory::kMaxNodes)
         return;
     for (int k = 0; k < net::MemoryByCategory::kCategories; ++k)
-        raiseTo(g_stepPeaks[slot][k], m.category(k));
-    raiseTo(g_stepPeaks[slot][net::MemoryByCategory::kCategories], m.live);
+        memory::raiseTo(g_stepPeaks[slot][k], m.category(k));
+    memory::raiseTo(g_stepPeaks[slot][net::MemoryByCategory::kCategories], m.live);
 }
 
 // A new step: no probes yet, and the allocator's window starts now.

@@ -427,6 +427,17 @@ void ChartsPanel::addStep(const StepPoint &point)
     addSteps({point});
 }
 
+
+// The largest finite samples/s of `points` (0: none), what the axis scales to.
+static double fastestOf(const QVector<StepPoint> &points)
+{
+    double fastest = 0;
+    for (const StepPoint &point : points)
+        if (std::isfinite(point.samplesPerSecond))
+            fastest = std::max(fastest, std::abs(point.samplesPerSecond));
+    return fastest;
+}
+
 void ChartsPanel::addSteps(const QVector<StepPoint> &points)
 {
     if (points.isEmpty())
@@ -442,11 +453,7 @@ void ChartsPanel::addSteps(const QVector<StepPoint> &points)
     }
     if (largest / m_bytes.yScale >= 1000)
         chooseByteUnit(largest);
-    double fastest = 0;
-    for (const StepPoint &point : points)
-        if (std::isfinite(point.samplesPerSecond))
-            fastest = std::max(fastest, std::abs(point.samplesPerSecond));
-    chooseSamplesScale(fastest);
+    chooseSamplesScale(fastestOf(points));
     if (!m_bytesGrouped && m_model->nodeColumnCount() > kMaxRankLines) {
         groupBytes(); // draws these points too
         ranks = 0;
@@ -488,11 +495,7 @@ void ChartsPanel::addComparisonSteps(const QVector<StepPoint> &points)
         m_samples->setName(tr("A samples/s"));
         updateLegend(m_throughput);
     }
-    double fastest = 0;
-    for (const StepPoint &point : points)
-        if (std::isfinite(point.samplesPerSecond))
-            fastest = std::max(fastest, std::abs(point.samplesPerSecond));
-    chooseSamplesScale(fastest);
+    chooseSamplesScale(fastestOf(points));
     QList<QPointF> loss, samples, bytes;
     for (const StepPoint &point : points) {
         loss.append(QPointF(double(point.step), point.loss));

@@ -647,17 +647,10 @@ void SessionReader::forEachLog(const std::function<void(const LogLine &)> &fn) c
     Query(*this, sql("SELECT %1 FROM logs ORDER BY t, id", EventRows::kLogColumns)).forEach(fn);
 }
 
-SessionInfo SessionReader::info() const
+// info()'s counts: frames per side and bytes per link, spans per kind, and
+// the rows of the other event tables.
+void SessionReader::countEvents(SessionInfo &info) const
 {
-    SessionInfo info;
-    info.schemaVersion = m_version;
-    info.strategy = m_header.strategy;
-    info.model = m_header.model;
-    info.nodes = m_header.nodes;
-    info.nodeList = m_header.nodeList;
-    info.stepsPlanned = m_header.steps;
-    info.startNs = m_header.startNs;
-
     // One pass over the frames: counts per side and bytes per link.
     Query frames(*this, QStringLiteral("SELECT src, dst, side, COUNT(*), SUM(bytes) FROM frames"
                                        " GROUP BY src, dst, side ORDER BY src, dst"));
@@ -677,25 +670,35 @@ SessionInfo SessionReader::info() const
             fail(QStringLiteral("damaged: span kind %1 out of range").arg(kind));
         info.spans[std::size_t(kind)] = spans.u64(1);
     }
-    auto count = [this](const char *table) {
-        return std::uint64_t(Query(*this, QStringLiteral("SELECT COUNT(*) FROM %1").arg(QLatin1String(table)))
+    // Rows of `table` where `where` holds.
+    auto count = [this](const char *table, const char *where = "1") {
+        return std::uint64_t(Query(*this, QStringLiteral("SELECT COUNT(*) FROM %1 WHERE %2")
+                                              .arg(QLatin1String(table), QLatin1String(where)))
                                  .scalar()
                                  .value_or(0));
     };
     info.memory = count("memory");
-    auto countMemory = [this](const char *where) {
-        return std::uint64_t(
-            Query(*this, QStringLiteral("SELECT COUNT(*) FROM memory WHERE %1").arg(QLatin1String(where)))
-                .scalar()
-                .value_or(0));
-    };
     if (m_version >= 2)
-        info.memoryAtCollectives = countMemory("collective != 0");
+        info.memoryAtCollectives = count("memory", "collective != 0");
     if (m_version >= 3)
-        info.memoryStepPeaks = countMemory("step_peak != 0");
+        info.memoryStepPeaks = count("memory", "step_peak != 0");
     info.metrics = count("metrics");
     info.logs = count("logs");
     info.tensors = count("tensors");
+}
+
+SessionInfo SessionReader::info() const
+{
+    SessionInfo info;
+    info.schemaVersion = m_version;
+    info.strategy = m_header.strategy;
+    info.model = m_header.model;
+    info.nodes = m_header.nodes;
+    info.nodeList = m_header.nodeList;
+    info.stepsPlanned = m_header.steps;
+    info.startNs = m_header.startNs;
+
+    countEvents(info);
 
     Query steps(*this,
                 QStringLiteral("SELECT COUNT(*), MAX(step) FROM (SELECT step FROM spans WHERE step >= 0"

@@ -144,6 +144,7 @@ private:
     void readHeader();
     std::int64_t maxDuration(const QString &key, const char *table, int spanKind) const;
     std::vector<MemorySample> newestMemoryPerNode(std::int64_t tNs, bool stepPeaks) const;
+    void countEvents(SessionInfo &info) const;
 
     QString m_path;
     int m_version = 0;
