@@ -283,7 +283,11 @@ public:
         resume();
         const auto t0 = Clock::now();
         for (std::int64_t k = m_run.firstStep; k < m_config.steps; ++k) {
+            if (m_run.onStepping)
+                m_run.onStepping(true);
             step(k);
+            if (m_run.onStepping)
+                m_run.onStepping(false);
             if (m_strategy->finished())
                 break; // asynchronous strategies: left, or told to stop
             if (m_testing && ((k + 1) % m_config.testEvery == 0 || k + 1 == m_config.steps))
@@ -308,7 +312,7 @@ private:
         m_model = makeModel(m_config.model);
         if (m_run.initialParams.defined())
             loadParams(*m_model, m_run.initialParams);
-        m_strategy = makeStrategy(m_config.strategy);
+        m_strategy = makeStrategy(m_config.strategy, m_config.mesh);
         m_ctx = nodeContextOf(m_config, m_run.rank);
         m_ctx.comm = m_run.comm;
         m_ctx.data = m_run.data;

@@ -2,6 +2,7 @@
 
 #include "flat_params.h"
 #include "placement.h"
+#include "strategies/mesh.h"
 #include "net/communicator.h"
 #include "tensor_bridge.h"
 
@@ -16,6 +17,13 @@ std::unique_ptr<Strategy> makeStrategy(const std::string &name)
     if (auto made = Strategies::make(name))
         return made;
     throw std::invalid_argument("unknown strategy '" + name + "'");
+}
+
+std::unique_ptr<Strategy> makeStrategy(const std::string &name, const std::string &mesh)
+{
+    if (mesh.empty())
+        return makeStrategy(name);
+    return strategies::makeMesh(name, mesh);
 }
 
 namespace {
@@ -72,6 +80,28 @@ std::vector<ShardRange> planShards(const std::string &strategy, const ShardPlanI
 const char *pipelineScheduleName(PipelineSchedule schedule)
 {
     return schedule == PipelineSchedule::GPipe ? "gpipe" : "1f1b";
+}
+
+std::vector<PipelineOp> pipelineOrder(PipelineSchedule schedule, int stages, int stage, std::int64_t M)
+{
+    std::vector<PipelineOp> order;
+    if (schedule == PipelineSchedule::GPipe) {
+        for (std::int64_t j = 0; j < M; ++j)
+            order.push_back({true, j});
+        for (std::int64_t j = 0; j < M; ++j)
+            order.push_back({false, j});
+        return order;
+    }
+    const std::int64_t warmup = std::min<std::int64_t>(stages - 1 - stage, M);
+    for (std::int64_t j = 0; j < warmup; ++j)
+        order.push_back({true, j});
+    for (std::int64_t j = 0; j + warmup < M; ++j) {
+        order.push_back({true, j + warmup});
+        order.push_back({false, j});
+    }
+    for (std::int64_t j = M - warmup; j < M; ++j)
+        order.push_back({false, j});
+    return order;
 }
 
 Batch localBatch(const NodeContext &ctx, std::int64_t step)

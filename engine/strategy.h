@@ -44,6 +44,17 @@ struct NodeBehaviour {
 enum class PipelineSchedule { GPipe, OneFOneB };
 const char *pipelineScheduleName(PipelineSchedule schedule);
 
+// One entry of a stage's order in a step: the forward or the backward of
+// micro-batch `microBatch`.
+struct PipelineOp {
+    bool forward = true;
+    std::int64_t microBatch = 0;
+};
+// Stage `stage` of `stages`'s order of M micro-batches' forwards and
+// backwards: GPipe: F0 .. F(M-1), B0 .. B(M-1); 1F1B: min(stages-1-stage, M)
+// forwards to fill the pipe, then F and B alternately, then the remaining Bs.
+std::vector<PipelineOp> pipelineOrder(PipelineSchedule schedule, int stages, int stage, std::int64_t microBatches);
+
 // The largest cluster the engine runs: a whole class, one node each
 // (validateConfig, smolctl train and bench allreduce check against it).
 constexpr int kMaxNodes = 64;
@@ -182,8 +193,11 @@ public:
 };
 
 // The strategy called `name` (strategies/strategy_registry.h lists them);
-// throws std::invalid_argument for an unknown name.
+// throws std::invalid_argument for an unknown name. With a device mesh
+// ("dp=2,tp=2", net/device_mesh.h): the mesh strategy (strategies/mesh.h),
+// `name` saying what its dp axis does (ddp, zero1, zero2).
 std::unique_ptr<Strategy> makeStrategy(const std::string &name);
+std::unique_ptr<Strategy> makeStrategy(const std::string &name, const std::string &mesh);
 // The shard map the window draws before a run of `strategy` (its
 // description's ShardPlan); throws std::invalid_argument for an unknown name.
 std::vector<ShardRange> planShards(const std::string &strategy, const ShardPlanInput &input);

@@ -35,6 +35,7 @@
 #include "cluster/cluster_commands.h"
 #include "cluster/config_json.h"
 #include "engine/data/data_source.h"
+#include "net/device_mesh.h"
 #include "net/trace.h"
 #include "session/session_recorder.h"
 #include "trainer.h"
@@ -66,7 +67,7 @@ Options:
   --strategy S        single|ddp|zero1|zero2|zero3|syncps|edp|pipeline|tensor
                       (default ddp)
   --nodes N           1 to 64 (default 2; single: 1, the only count it runs
-                      on)
+                      on; --mesh: the product of its axes)
   --model M           mlp (Fashion-MNIST) | gpt (characters) | PATH.pt
                       (a TorchScript module taking (B,784) images, returning
                       (B,10) logits) (default mlp)
@@ -95,6 +96,12 @@ Options:
   --micro-batches M   pipeline: micro-batches per step, dividing the global
                       batch (default 1)
   --schedule S        pipeline: gpipe|1f1b (default 1f1b)
+  --mesh AXES         combine parallelisms on a device mesh, e.g.
+                      dp=2,tp=2,pp=2 (any of dp, tp, pp, cp; their product is
+                      --nodes; rank order tp fastest, then cp, pp, dp);
+                      --strategy says what dp does (ddp, zero1, zero2);
+                      --placement, --micro-batches, --schedule apply to pp;
+                      tp and cp need --model gpt (docs/strategies.md, "Mesh")
   --slowdown R:F      node R computes F times slower (F >= 1; e.g. 1:4 for a
                       Raspberry Pi next to desktops); repeatable
   --link A-B:MBIT:MS  emulate a slow link between nodes A and B, both
@@ -294,6 +301,12 @@ public:
         }
         // single runs on one node only: that is its default, not an error.
         r.config.nodes = r.nodes.value_or(r.config.strategy == "single" ? 1 : TrainConfig{}.nodes);
+        if (!r.nodes && !r.config.mesh.empty()) { // a mesh's nodes are its product
+            try {
+                r.config.nodes = net::DeviceMesh::parse(r.config.mesh).nodes();
+            } catch (const std::invalid_argument &) { // validateConfig says why
+            }
+        }
         if (!r.lrGiven && r.config.optimizer.kind == OptimizerConfig::Kind::Adam)
             r.config.optimizer.lr = 1e-3;
         return {};
@@ -402,6 +415,8 @@ private:
             c.corpus = v.toStdString();
         } else if (a == "--placement") {
             c.placement = v.toStdString();
+        } else if (a == "--mesh") {
+            c.mesh = v.toStdString();
         } else if (a == "--transport") {
             ok = v == "tcp" || v == "inproc";
             c.transport = v == "inproc" ? net::TransportKind::Inproc : net::TransportKind::Tcp;
@@ -492,6 +507,17 @@ private:
                       {"memory_per_node", memory}};
         if (s.testAccuracy >= 0)
             o.insert("test_accuracy", s.testAccuracy);
+        if (!c.mesh.empty()) {
+            o.insert("mesh", QString::fromStdString(net::DeviceMesh::parse(c.mesh).spec()));
+            QJsonArray byAxis;
+            for (const auto &node : s.bytesInStepsByAxis) {
+                QJsonObject axes;
+                for (const auto &[axis, bytes] : node)
+                    axes.insert(QString::fromStdString(axis), double(bytes));
+                byAxis.append(axes);
+            }
+            o.insert("bytes_in_steps_by_axis", byAxis);
+        }
         if (s.async.updates > 0) {
             o.insert("updates_applied", double(s.async.updates));
             o.insert("max_staleness", double(s.async.maxStaleness));
@@ -519,7 +545,8 @@ private:
         const TrainConfig &c = m_request.config;
         QTextStream &out = m_out;
         const bool gloo = c.backend == TrainConfig::Backend::Gloo;
-        out << s.strategy.c_str() << " on " << s.nodes << " node(s)" << (gloo ? " (collectives on Gloo)" : "")
+        out << s.strategy.c_str() << (c.mesh.empty() ? QString() : " on mesh " + QString::fromStdString(net::DeviceMesh::parse(c.mesh).spec())) << " on "
+            << s.nodes << " node(s)" << (gloo ? " (collectives on Gloo)" : "")
             << ", " << s.steps << " steps: final loss " << QString::number(s.finalLoss, 'f', 4);
         if (s.testAccuracy >= 0)
             out << ", test accuracy " << QString::number(100 * s.testAccuracy, 'f', 1) << "%";

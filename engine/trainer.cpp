@@ -13,6 +13,7 @@
 #include "net/trace.h"
 #include "session/session_events.h"
 #include "strategy.h"
+#include "net/device_mesh.h"
 
 #include <QRandomGenerator>
 #include <QString>
@@ -36,24 +37,43 @@ using Clock = std::chrono::steady_clock;
 class ByteCounter : public net::TraceSink {
 public:
     ByteCounter(int nodes, net::TraceSink *next, net::TraceSink *events)
-        : m_sent(new std::atomic<std::uint64_t>[std::size_t(nodes)]), m_next(next), m_events(events)
+        : m_sent(new std::atomic<std::uint64_t>[std::size_t(nodes)]),
+          m_stepping(new std::atomic<bool>[std::size_t(nodes)]),
+          m_inSteps(new std::atomic<std::uint64_t>[std::size_t(nodes) * kGroups]), m_next(next), m_events(events)
     {
-        for (int i = 0; i < nodes; ++i)
+        for (int i = 0; i < nodes; ++i) {
             m_sent[std::size_t(i)] = 0;
+            m_stepping[std::size_t(i)] = false;
+            for (std::size_t g = 0; g < kGroups; ++g)
+                m_inSteps[std::size_t(i) * kGroups + g] = 0;
+        }
     }
     void onFrame(const net::FrameEvent &e) override
     {
-        if (e.side == net::FrameEvent::Side::Send)
+        if (e.side == net::FrameEvent::Side::Send) {
             m_sent[std::size_t(e.src)] += e.bytes;
+            if (m_stepping[std::size_t(e.src)])
+                m_inSteps[std::size_t(e.src) * kGroups + net::groupOfSeq(e.seq) % kGroups] += e.bytes;
+        }
         if (m_next)
             m_next->onFrame(e);
         if (m_events)
             m_events->onFrame(e);
     }
     std::uint64_t sent(int node) const { return m_sent[std::size_t(node)]; }
+    // Between step(k)'s start and end on `node`, its sends count as in steps,
+    // by the process group in their seq (net/group_transport.h).
+    void setStepping(int node, bool stepping) { m_stepping[std::size_t(node)] = stepping; }
+    std::uint64_t sentInSteps(int node, std::uint32_t group) const
+    {
+        return m_inSteps[std::size_t(node) * kGroups + group % kGroups];
+    }
 
 private:
+    static constexpr std::size_t kGroups = net::kMaxGroupId + 1;
     std::unique_ptr<std::atomic<std::uint64_t>[]> m_sent;
+    std::unique_ptr<std::atomic<bool>[]> m_stepping;
+    std::unique_ptr<std::atomic<std::uint64_t>[]> m_inSteps; // [node][group]
     net::TraceSink *m_next;
     net::TraceSink *m_events;
 };
@@ -196,6 +216,10 @@ void validateConfig(const TrainConfig &c)
         throw std::invalid_argument("--nodes must be between 1 and " + std::to_string(kMaxNodes));
     if (c.strategy == "single" && c.nodes != 1)
         throw std::invalid_argument("the single strategy runs on exactly 1 node");
+    if (!c.mesh.empty()) {
+        net::DeviceMesh::parse(c.mesh, c.nodes);
+        makeStrategy(c.strategy, c.mesh); // the dp axis runs this strategy, or one line why not
+    }
     if (c.steps < 1)
         throw std::invalid_argument("--steps must be at least 1");
     if (c.globalBatch < 1)
@@ -225,6 +249,9 @@ void checkBackend(const TrainConfig &c)
         throw std::invalid_argument("--backend gloo does not run " + c.strategy);
     if (!c.links.empty())
         throw std::invalid_argument("--link shapes our transport's links; --backend gloo does not use them");
+    if (!c.mesh.empty())
+        throw std::invalid_argument("--mesh runs its axis groups over our transport; --backend gloo does not "
+                                    "run a mesh yet");
 }
 
 std::shared_ptr<const DataSource> loadTrainingData(TrainConfig &config)
@@ -308,7 +335,7 @@ private:
         torch::set_num_threads(1); // one LibTorch thread per node: allocations stay on the node's thread
         limitBlasToOneThread();
         m_data = loadTrainingData(m_config);
-        m_kind = makeStrategy(m_config.strategy);
+        m_kind = makeStrategy(m_config.strategy, m_config.mesh);
         checkBatchSplit(*m_kind, m_config.globalBatch, m_config.nodes);
         m_kind->checkContext(m_config.model, nodeContextOf(m_config, /*rank=*/0));
     }
@@ -439,6 +466,7 @@ private:
         run.comm = comm;
         run.data = m_data;
         run.currentStep = step;
+        run.onStepping = [this, rank](bool stepping) { m_bytes->setStepping(rank, stepping); };
         if (m_config.events)
             run.onSpan = [this](const SpanEvent &s) { m_config.events->onSpan(s); };
         run.onTestLoss = [this](std::int64_t k, double loss) {
@@ -468,6 +496,22 @@ private:
             m_stats[key].push_back(value);
     }
 
+    // Each node's bytes sent inside its steps, by the mesh's axes (those
+    // above 1): the gradients' dp x cp group counts as dp (as cp without dp).
+    std::vector<std::map<std::string, std::uint64_t>> bytesByAxis(const net::DeviceMesh &mesh) const
+    {
+        std::vector<std::map<std::string, std::uint64_t>> out(std::size_t(m_config.nodes));
+        for (int r = 0; r < m_config.nodes; ++r) {
+            for (net::MeshAxis axis : net::kMeshAxes)
+                if (mesh.size(axis) > 1)
+                    out[std::size_t(r)][net::meshAxisName(axis)] = m_bytes->sentInSteps(r, net::DeviceMesh::groupId(axis));
+            const char *grads = mesh.size(net::MeshAxis::Dp) > 1 ? "dp" : "cp";
+            if (mesh.size(net::MeshAxis::Dp) * mesh.size(net::MeshAxis::Cp) > 1)
+                out[std::size_t(r)][grads] += m_bytes->sentInSteps(r, net::DeviceMesh::kDataGroupId);
+        }
+        return out;
+    }
+
     // 4. The summary.
     TrainSummary summary()
     {
@@ -480,6 +524,8 @@ private:
         for (const auto &[key, values] : m_stats)
             s.extra[key] = std::accumulate(values.begin(), values.end(), 0.0) / double(values.size());
         s.memoryPerNode = m_board->lastMemory();
+        if (!config.mesh.empty())
+            s.bytesInStepsByAxis = bytesByAxis(net::DeviceMesh::parse(config.mesh));
         for (int r = 0; r < config.nodes; ++r) {
             s.bytesSentPerNode.push_back(m_bytes->sent(r));
             s.peakBytesPerNode.push_back(memory::usage(r).peak);

@@ -74,6 +74,11 @@ struct TrainConfig {
     std::string placement;
     std::int64_t microBatches = 1;
     PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+    // A device mesh, "dp=2,tp=2,pp=2" (net/device_mesh.h; strategies/mesh.h):
+    // the axes multiply to `nodes`; `strategy` is what the dp axis does (ddp,
+    // zero1, zero2); placement, microBatches and schedule apply to pp. Empty:
+    // no mesh, `strategy` runs alone.
+    std::string mesh;
     // Lock-step strategies: every K steps (and after the last), rank 0
     // measures the loss on held-out data (the first kTestLossSamples test
     // samples) with the current parameters. 0: never.
@@ -147,6 +152,9 @@ struct TrainSummary {
     double samplesPerS = 0;
     double seconds = 0;
     std::vector<std::uint64_t> bytesSentPerNode; // payload bytes
+    // A mesh's run: each node's payload bytes sent inside its steps by axis
+    // ("dp", "tp", "pp", "cp": the axes above 1), by rank; empty without one.
+    std::vector<std::map<std::string, std::uint64_t>> bytesInStepsByAxis;
     std::vector<std::int64_t> peakBytesPerNode;
     std::vector<net::MemoryByCategory> memoryPerNode; // at the end of the last step
     std::vector<double> lossCurve;
@@ -207,6 +215,8 @@ struct NodeRun {
     std::int64_t checkpointEvery = 0;
     std::function<void(std::int64_t step, double loss, const StepMemory &memory)> onStep;
     std::function<void(const SpanEvent &)> onSpan; // compute spans (NodeContext::onSpan)
+    // true as the node begins a step, false when it has finished it.
+    std::function<void(bool stepping)> onStepping;
     std::function<void(std::int64_t step, double loss)> onTestLoss; // rank 0, TrainConfig::testEvery
     // Memory by category before and after every collective (from the
     // communicator's hook, on this thread). Unset: none are taken.

@@ -2,6 +2,7 @@
 
 #include "collectives/collective.h"
 #include "errors.h"
+#include "group_transport.h"
 #include "transport.h"
 
 #include <algorithm>
@@ -12,6 +13,8 @@ Communicator::Communicator(Transport &transport)
     : Communicator(transport.rank(), transport.worldSize())
 {
     m_transport = &transport;
+    if (const auto *group = dynamic_cast<const GroupTransport *>(&transport))
+        m_group = group->groupId();
 }
 
 Communicator::Communicator(int rank, int worldSize)
@@ -77,7 +80,7 @@ void checkRoot(const Communicator &comm, int root, const char *what)
 #define SMOL_COLLECTIVE_R(KIND, SEQ, PEER, BUF, NAME, RECEIVING, BODY)                                      \
     do {                                                                                                    \
         const std::uint64_t seq_ = SEQ;                                                                     \
-        CollectiveInfo info{KIND, seq_, NAME, rank(), worldSize(), PEER, BUF, RECEIVING};                   \
+        CollectiveInfo info{KIND, seq_, NAME, rank(), worldSize(), PEER, BUF, RECEIVING, m_group, m_axis};  \
         runHook(true, info);                                                                                \
         const detail::Call call{*m_transport, rank(), worldSize(), KIND, seq_, m_segmentBytes};             \
         BODY;                                                                                               \
@@ -112,14 +115,14 @@ BufferPart contributedPart(const CollectiveInfo &info, bool before)
 void Communicator::send(int peer, TensorView buffer, const std::string &name, CollectiveKind kind)
 {
     checkPeer(*this, peer, "send");
-    const std::uint64_t seq = m_sendSeq[std::size_t(peer)]++;
+    const std::uint64_t seq = nextSendSeq(peer);
     SMOL_COLLECTIVE(kind, seq, peer, buffer, name, detail::sendSegments(call, peer, buffer));
 }
 
 void Communicator::recv(int peer, TensorView buffer, const std::string &name, CollectiveKind kind)
 {
     checkPeer(*this, peer, "recv");
-    const std::uint64_t seq = m_recvSeq[std::size_t(peer)]++;
+    const std::uint64_t seq = nextRecvSeq(peer);
     SMOL_COLLECTIVE_R(kind, seq, peer, buffer, name, true, detail::recvSegments(call, peer, buffer));
 }
 

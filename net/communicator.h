@@ -21,6 +21,15 @@ namespace smol::net {
 
 class Transport;
 
+// seq = group << kGroupSeqShift | the group's own sequence number. Group 0 is
+// the world (every frame outside a group, as before).
+constexpr unsigned kGroupSeqShift = 48;
+// At most 31 groups, so a tagged seq stays below 2^53 (exact as a JSON number).
+constexpr std::uint32_t kMaxGroupId = 31;
+inline std::uint32_t groupOfSeq(std::uint64_t seq) { return std::uint32_t(seq >> kGroupSeqShift); }
+inline std::uint64_t seqInGroup(std::uint64_t seq) { return seq & ((std::uint64_t(1) << kGroupSeqShift) - 1); }
+
+
 struct CollectiveInfo {
     CollectiveKind kind = CollectiveKind::None;
     std::uint64_t seq = 0;   // collective sequence number (p2p: per-pair count)
@@ -30,6 +39,12 @@ struct CollectiveInfo {
     int peer = -1;           // root for rooted collectives, peer for send/recv
     TensorView buffer;       // the caller's buffer: input before, result after
     bool receiving = false;  // recv (and pull): the buffer is only written to
+    // A process group's collective (net/group_transport.h): its id (0: the
+    // whole world) and the mesh axis it runs on ("tp", "dp+cp", ...; empty
+    // for the world). seq then carries the group id in its top bits; rank,
+    // worldSize and peer are group ranks.
+    std::uint32_t group = 0;
+    std::string axis;
 };
 
 // The part of a collective's buffer that this rank contributes (before) or
@@ -74,10 +89,16 @@ public:
 
     int rank() const { return m_rank; }
     int worldSize() const { return m_worldSize; }
+    // Over a GroupTransport: its group id, else 0 (the world).
+    std::uint32_t group() const { return m_group; }
+    // The mesh axis this communicator's collectives run on (CollectiveInfo::axis).
+    void setAxis(std::string axis) { m_axis = std::move(axis); }
+    const std::string &axis() const { return m_axis; }
     // Throws NetError for a communicator without one (another backend).
     Transport &transport();
 
     void setHook(CollectiveHook *hook) { m_hook = hook; } // not owned
+    CollectiveHook *hook() const { return m_hook; }
     // Ring collectives split each chunk into frames of at most this size so
     // reduction of one segment overlaps the transfer of the next.
     void setSegmentBytes(std::size_t bytes);
@@ -110,9 +131,11 @@ public:
 protected:
     // For a backend that brings its own transport.
     Communicator(int rank, int worldSize);
-    std::uint64_t nextSeq() { return m_seq++; }
-    std::uint64_t nextSendSeq(int peer) { return m_sendSeq[std::size_t(peer)]++; }
-    std::uint64_t nextRecvSeq(int peer) { return m_recvSeq[std::size_t(peer)]++; }
+    // Sequence numbers carry the group in their top bits (groupOfSeq).
+    std::uint64_t nextSeq() { return tagged(m_seq++); }
+    std::uint64_t nextSendSeq(int peer) { return tagged(m_sendSeq[std::size_t(peer)]++); }
+    std::uint64_t nextRecvSeq(int peer) { return tagged(m_recvSeq[std::size_t(peer)]++); }
+    std::uint64_t tagged(std::uint64_t seq) const { return (std::uint64_t(m_group) << kGroupSeqShift) | seq; }
     void runHook(bool before, const CollectiveInfo &info);
 
 private:
@@ -120,6 +143,8 @@ private:
     int m_rank = 0;
     int m_worldSize = 1;
     CollectiveHook *m_hook = nullptr;
+    std::uint32_t m_group = 0;
+    std::string m_axis;
     std::size_t m_segmentBytes = std::size_t(1) << 20;
     std::uint64_t m_seq = 0;
     std::vector<std::uint64_t> m_sendSeq; // per destination peer

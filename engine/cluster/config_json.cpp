@@ -84,6 +84,7 @@ QJsonObject configToJson(const TrainConfig &c)
                        {"placement", QString::fromStdString(c.placement)},
                        {"micro_batches", double(c.microBatches)},
                        {"schedule", pipelineScheduleName(c.schedule)},
+                       {"mesh", QString::fromStdString(c.mesh)},
                        {"test_every", double(c.testEvery)},
                        {"backend", c.backend == TrainConfig::Backend::Gloo ? "gloo" : "ours"}};
 }
@@ -137,6 +138,7 @@ TrainConfig configFromJson(const QJsonObject &o)
     }
     c.placement = text(o, "placement", c.placement);
     c.microBatches = integer(o, "micro_batches", c.microBatches);
+    c.mesh = text(o, "mesh", "");
     const std::string schedule = text(o, "schedule", "1f1b");
     c.schedule = schedule == "gpipe" ? PipelineSchedule::GPipe : PipelineSchedule::OneFOneB;
     c.testEvery = integer(o, "test_every", 0);

@@ -89,7 +89,7 @@ std::vector<std::int64_t> intVector(const QJsonValue &v)
 class Coordinator::Run {
 public:
     Run(Private &d, const TrainConfig &config, const ClusterRunOptions &options, TrainObserver *observer)
-        : d(d), m_options(options), m_config(config), m_observer(observer), m_kind(makeStrategy(config.strategy)),
+        : d(d), m_options(options), m_config(config), m_observer(observer), m_kind(makeStrategy(config.strategy, config.mesh)),
           m_async(m_kind->isAsynchronous()), m_ctl(options.breakpoints), m_events(options.events)
     {
         m_config.model.seed = m_config.seed;

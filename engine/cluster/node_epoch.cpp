@@ -222,7 +222,7 @@ NodeRun Agent::nodeRunOf(Epoch &e, EpochTraining &t)
     // The in-memory checkpoint the cluster re-forms from when a node is
     // lost (every step: at most the interrupted step is redone), and the
     // disk checkpoints, which rank 0 sends from the same gather.
-    const bool lockStep = !makeStrategy(t.config.strategy)->isAsynchronous();
+    const bool lockStep = !makeStrategy(t.config.strategy, t.config.mesh)->isAsynchronous();
     std::int64_t every = 0;
     if (lockStep && a.world > 1 && a.recoveryEvery > 0)
         every = a.recoveryEvery;

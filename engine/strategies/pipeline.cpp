@@ -159,22 +159,8 @@ public:
         m_inFlight.assign(std::size_t(M), {});
         m_lossSum = 0;
 
-        if (m_ctx.schedule == PipelineSchedule::GPipe) {
-            for (std::int64_t j = 0; j < M; ++j)
-                forward(j);
-            for (std::int64_t j = 0; j < M; ++j)
-                backward(j);
-        } else {
-            const std::int64_t warmup = std::min<std::int64_t>(int(m_stages.size()) - 1 - m_stage, M);
-            for (std::int64_t j = 0; j < warmup; ++j)
-                forward(j);
-            for (std::int64_t j = 0; j + warmup < M; ++j) {
-                forward(j + warmup);
-                backward(j);
-            }
-            for (std::int64_t j = M - warmup; j < M; ++j)
-                backward(j);
-        }
+        for (const PipelineOp &op : pipelineOrder(m_ctx.schedule, int(m_stages.size()), m_stage, M))
+            op.forward ? forward(op.microBatch) : backward(op.microBatch);
         // The bubble: the share of the step this stage spent not computing
         // (waiting for a neighbour). Step 0 also warms up allocator and pipe.
         const double wall = std::chrono::duration<double>(Clock::now() - start).count();

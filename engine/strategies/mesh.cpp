@@ -1,0 +1,452 @@
+// mesh: every axis of a device mesh at once (mesh.h says who sends what).
+// One node's step: its replica's share of the global batch (dp), its block
+// of each sequence (cp), through its pipeline stage's layers (pp), each
+// layer cut across its tp group; the stage's micro-batches in the pipeline
+// schedule's order; then its gradients reduced over its dp x cp group and
+// the update.
+#include "mesh.h"
+
+#include "engine/strategy.h"
+
+#include "engine/flat_params.h"
+#include "engine/models/gpt_model.h"
+#include "engine/placement.h"
+#include "engine/strategies/gpt_parallel.h"
+#include "engine/tensor_bridge.h"
+#include "net/communicator.h"
+#include "net/device_mesh.h"
+#include "net/group_transport.h"
+
+#include <cmath>
+#include <map>
+#include <stdexcept>
+
+namespace smol::engine {
+
+namespace {
+
+using net::MeshAxis;
+using gpt_parallel::Split;
+constexpr std::int64_t kShapeSlots = 1 + 8; // ndim, then up to 8 sizes
+
+// One process group of the mesh: its transport over the world's links and
+// its communicator, hooked like the world's (breakpoints, memory, spans).
+struct Group {
+    std::unique_ptr<net::GroupTransport> transport;
+    std::unique_ptr<net::Communicator> comm;
+};
+
+Group makeGroup(net::Communicator &world, std::vector<int> members, std::uint32_t id, const std::string &axis)
+{
+    Group g;
+    g.transport = std::make_unique<net::GroupTransport>(world.transport(), std::move(members), id);
+    g.comm = std::make_unique<net::Communicator>(*g.transport);
+    g.comm->setHook(world.hook());
+    g.comm->setSegmentBytes(world.segmentBytes());
+    g.comm->setAxis(axis);
+    return g;
+}
+
+std::vector<std::int64_t> layerSizes(TrainModel &model)
+{
+    std::map<std::string, std::int64_t> numel;
+    for (const auto &[name, p] : model.namedParameters())
+        numel[name] = p.numel();
+    std::vector<std::int64_t> sizes;
+    for (const auto &layer : model.layers()) {
+        std::int64_t n = 0;
+        for (const auto &name : layer.paramNames)
+            n += numel.at(name);
+        sizes.push_back(n);
+    }
+    return sizes;
+}
+
+Placement stagePlacement(const std::vector<std::int64_t> &sizes, const std::string &spec, int stages)
+{
+    try {
+        if (spec.empty() || spec == "auto")
+            return Placement::balanced(sizes, stages);
+        return Placement::parse(spec, int(sizes.size()), stages);
+    } catch (const PlacementError &e) {
+        throw PlacementError("--mesh pp=" + std::to_string(stages) + ": " +
+                             (spec.empty() || spec == "auto" ? "" : "--placement " + spec + ": ") + e.what());
+    }
+}
+
+class MeshStrategy : public Strategy {
+public:
+    MeshStrategy(std::string dp, net::DeviceMesh mesh) : m_dpMode(std::move(dp)), m_mesh(mesh) {}
+
+    std::string name() const override { return "mesh"; }
+    bool isDataParallel() const override { return false; }
+    int batchShares(int) const override { return m_mesh.size(MeshAxis::Dp); }
+
+    void checkContext(const ModelConfig &model, const NodeContext &ctx) const override
+    {
+        const std::string where = "--mesh " + m_mesh.spec() + ": ";
+        if (m_mesh.nodes() != ctx.nodes)
+            throw std::invalid_argument(where + "the axes multiply to " + std::to_string(m_mesh.nodes()) +
+                                        " nodes, not the run's " + std::to_string(ctx.nodes));
+        const int tp = m_mesh.size(MeshAxis::Tp), pp = m_mesh.size(MeshAxis::Pp), cp = m_mesh.size(MeshAxis::Cp),
+                  dp = m_mesh.size(MeshAxis::Dp);
+        const bool gpt = model.kind == "gpt", mlp = model.kind == "mlp";
+        if (!gpt && !mlp && tp * pp * cp > 1)
+            throw std::invalid_argument(where + "a TorchScript model is one opaque layer: tp, pp and cp cannot "
+                                                "split it (dp alone can run it)");
+        if (tp > 1) {
+            if (!gpt)
+                throw std::invalid_argument(where + "tp splits gpt's attention heads and MLP; --model " +
+                                            model.kind + " is not gpt");
+            if (model.nHead % tp != 0)
+                throw std::invalid_argument(where + "tp=" + std::to_string(tp) + " does not divide n_head " +
+                                            std::to_string(model.nHead));
+        }
+        if (cp > 1) {
+            if (!gpt)
+                throw std::invalid_argument(where + "cp splits the sequence of gpt's attention; --model " +
+                                            model.kind + " has no attention");
+            if (model.blockSize % cp != 0)
+                throw std::invalid_argument(where + "cp=" + std::to_string(cp) + " does not divide the block size " +
+                                            std::to_string(model.blockSize));
+        }
+        if (ctx.microBatches < 1 || ctx.globalBatch % (std::int64_t(dp) * ctx.microBatches) != 0)
+            throw std::invalid_argument(where + "--global-batch " + std::to_string(ctx.globalBatch) +
+                                        " does not split into " + std::to_string(dp) + " replica(s) of " +
+                                        std::to_string(ctx.microBatches) + " micro-batch(es)");
+        if (pp == 1 && !ctx.placement.empty() && ctx.placement != "auto")
+            throw std::invalid_argument(where + "--placement places layers on pp stages; this mesh has no pp axis");
+        if (pp > 1) {
+            const std::unique_ptr<TrainModel> replica = makeModel(model);
+            const std::vector<std::int64_t> sizes = layerSizes(*replica);
+            if (pp > int(sizes.size()))
+                throw std::invalid_argument(where + "pp=" + std::to_string(pp) + " is more stages than the model's " +
+                                            std::to_string(sizes.size()) + " layers");
+            stagePlacement(sizes, ctx.placement, pp);
+        }
+    }
+
+    void setup(NodeContext &ctx) override
+    {
+        m_ctx = ctx;
+        m_me = m_mesh.coordsOf(ctx.rank);
+        makeGroups(*ctx.comm);
+        const std::vector<std::int64_t> sizes = layerSizes(*ctx.model);
+        m_stages = stagePlacement(sizes, ctx.placement, m_mesh.size(MeshAxis::Pp)).stages();
+        for (std::size_t s = 0; s < m_stages.size(); ++s)
+            if (m_stages[s].node == m_me.pp)
+                m_stage = int(s);
+        m_layerBegin = {0};
+        for (std::int64_t n : sizes)
+            m_layerBegin.push_back(m_layerBegin.back() + n);
+        holdStage();
+        m_flat->attachGrads();
+        const std::int64_t n = m_flat->numel();
+        if (m_dpMode == "ddp" || !m_data.comm) {
+            m_opt = std::make_unique<FlatOptimizer>(ctx.optimizer, n);
+        } else {
+            m_shard = net::Communicator::chunk(std::size_t(n), m_data.comm->worldSize(), m_data.comm->rank());
+            m_opt = std::make_unique<FlatOptimizer>(ctx.optimizer, std::int64_t(m_shard.count));
+        }
+    }
+
+    double step(std::int64_t step) override
+    {
+        m_flat->grads().zero_();
+        const std::int64_t M = m_ctx.microBatches;
+        Batch batch;
+        if (isFirst() || isLast()) {
+            batch = m_ctx.data->trainBatch(step, m_ctx.globalBatch, m_me.dp, m_mesh.size(MeshAxis::Dp));
+            const int cp = m_mesh.size(MeshAxis::Cp);
+            if (cp > 1) { // this node's block of every sequence
+                const std::int64_t t = batch.input.size(1) / cp;
+                batch.input = batch.input.narrow(1, m_me.cp * t, t);
+                batch.target = batch.target.narrow(1, m_me.cp * t, t);
+            }
+        }
+        m_inputs = isFirst() ? batch.input.chunk(M, 0) : std::vector<torch::Tensor>{};
+        m_targets = isLast() ? batch.target.chunk(M, 0) : std::vector<torch::Tensor>{};
+        m_inFlight.assign(std::size_t(M), {});
+        m_lossSum = 0;
+        m_step = step;
+        for (const PipelineOp &op : pipelineOrder(m_ctx.schedule, int(m_stages.size()), m_stage, M))
+            op.forward ? forward(op.microBatch) : backward(op.microBatch);
+        timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] { reduceAndUpdate(); });
+        return isLast() ? m_lossSum / double(M) : std::nan("");
+    }
+
+    net::MemoryByCategory memory() const override { return heldBytes(m_flat->values(), m_flat->grads(), m_opt.get()); }
+
+    // Each stage's parameters made whole across its tp group, then every
+    // stage broadcasts them along the pp group, in stage order.
+    torch::Tensor fullParameters() override
+    {
+        torch::NoGradGuard noGrad;
+        std::vector<torch::Tensor> slices;
+        for (const auto &slot : m_flat->slots())
+            slices.push_back(slot.param);
+        const torch::Tensor mine = gpt_parallel::assembleFull(slices, m_splits, m_tp.comm.get(), m_me.tp,
+                                                              m_mesh.size(MeshAxis::Tp));
+        torch::Tensor full = torch::empty({m_layerBegin.back()}, torch::kFloat32);
+        for (std::size_t s = 0; s < m_stages.size(); ++s) {
+            const std::int64_t begin = m_layerBegin[std::size_t(m_stages[s].firstLayer)];
+            torch::Tensor slice =
+                full.narrow(0, begin, m_layerBegin[std::size_t(m_stages[s].lastLayer) + 1] - begin);
+            if (int(s) == m_stage)
+                slice.copy_(mine);
+            if (m_pp.comm)
+                m_pp.comm->broadcast(viewOf(slice), m_stages[s].node, "params.stage" + std::to_string(s));
+        }
+        return full;
+    }
+
+    std::vector<ShardRange> shards() const override;
+
+private:
+    struct InFlight {
+        torch::Tensor input;  // the stage's input (the received activation, a leaf requiring grad)
+        torch::Tensor output; // the activation sent on, or (last stage) the micro-batch's loss
+    };
+
+    bool isFirst() const { return m_stage == 0; }
+    bool isLast() const { return m_stage + 1 == int(m_stages.size()); }
+    int prevStage() const { return m_stages[std::size_t(m_stage) - 1].node; } // pp group ranks
+    int nextStage() const { return m_stages[std::size_t(m_stage) + 1].node; }
+
+    void makeGroups(net::Communicator &world)
+    {
+        auto axisGroup = [&](MeshAxis axis) {
+            if (m_mesh.size(axis) == 1)
+                return Group{};
+            return makeGroup(world, m_mesh.group(m_ctx.rank, axis), net::DeviceMesh::groupId(axis),
+                             net::meshAxisName(axis));
+        };
+        m_tp = axisGroup(MeshAxis::Tp);
+        m_cp = axisGroup(MeshAxis::Cp);
+        m_pp = axisGroup(MeshAxis::Pp);
+        const int dp = m_mesh.size(MeshAxis::Dp), cp = m_mesh.size(MeshAxis::Cp);
+        if (dp * cp > 1)
+            m_data = makeGroup(world, m_mesh.dataGroup(m_ctx.rank), net::DeviceMesh::kDataGroupId,
+                               cp == 1 ? "dp" : dp == 1 ? "cp" : "dp+cp");
+    }
+
+    // This node's stage: its layers and their parameters (tp: its slices)
+    // in one flat vector; every other parameter of the model freed.
+    void holdStage()
+    {
+        const PipelineStage &stage = m_stages[std::size_t(m_stage)];
+        const std::vector<ModelLayer> all = m_ctx.model->layers();
+        const auto named = m_ctx.model->namedParameters();
+        std::map<std::string, int> layerOf;
+        for (int l = 0; l < int(all.size()); ++l)
+            for (const auto &name : all[std::size_t(l)].paramNames)
+                layerOf[name] = l;
+        auto inStage = [&](const std::string &name) {
+            const int l = layerOf.at(name);
+            return l >= stage.firstLayer && l <= stage.lastLayer;
+        };
+        for (const auto &[name, p] : named)
+            m_fullNumel[name] = p.numel();
+        std::vector<std::pair<std::string, torch::Tensor>> mine;
+        std::vector<ModelLayer> layers = all;
+        if (auto *gpt = dynamic_cast<GptModel *>(m_ctx.model)) {
+            torch::NoGradGuard noGrad;
+            const int tp = m_mesh.size(MeshAxis::Tp);
+            std::map<std::string, torch::Tensor> local;
+            for (const auto &[name, p] : named) {
+                const Split split = gpt_parallel::splitOf(name);
+                local[name] = inStage(name) ? gpt_parallel::sliceOf(p, split, m_me.tp, tp).requires_grad_(true)
+                                            : torch::empty({0}, torch::kFloat32);
+                if (inStage(name)) {
+                    mine.emplace_back(name, local[name]);
+                    m_splits.push_back(split);
+                }
+            }
+            gpt_parallel::NodeCut cut;
+            cut.tp = m_tp.comm.get();
+            cut.tpRank = m_me.tp;
+            cut.tpNodes = tp;
+            cut.cp = m_cp.comm.get();
+            cut.cpRank = m_me.cp;
+            cut.cpNodes = m_mesh.size(MeshAxis::Cp);
+            layers = gpt_parallel::layers(*gpt, local, cut);
+        } else {
+            for (const auto &[name, p] : named)
+                if (inStage(name)) {
+                    mine.emplace_back(name, p);
+                    m_splits.push_back(Split::Replicated);
+                }
+        }
+        m_layers.assign(layers.begin() + stage.firstLayer, layers.begin() + stage.lastLayer + 1);
+        m_flat = std::make_unique<FlatParams>(mine);
+        // The model's own tensors that this node does not compute with go.
+        torch::NoGradGuard noGrad;
+        const bool sliced = dynamic_cast<GptModel *>(m_ctx.model) != nullptr;
+        for (const auto &[name, p] : named)
+            if (sliced || !inStage(name))
+                p.set_data(torch::empty({0}, torch::kFloat32));
+    }
+
+    void forward(std::int64_t j)
+    {
+        InFlight &f = m_inFlight[std::size_t(j)];
+        if (isFirst()) {
+            f.input = m_inputs[std::size_t(j)];
+        } else {
+            if (m_inShape.empty()) { // once per run: the activation's shape
+                torch::Tensor header = torch::empty({kShapeSlots}, torch::kInt64);
+                m_pp.comm->recv(prevStage(), viewOf(header), "activation.shape");
+                m_inShape.assign(header.data_ptr<std::int64_t>() + 1,
+                                 header.data_ptr<std::int64_t>() + 1 + header[0].item<std::int64_t>());
+            }
+            f.input = torch::empty(m_inShape, torch::kFloat32);
+            m_pp.comm->recv(prevStage(), viewOf(f.input), "activation." + std::to_string(j));
+            f.input.requires_grad_(true);
+        }
+        torch::Tensor x = timed(m_ctx, SpanEvent::Kind::Forward, m_step, [&] {
+            torch::Tensor y = f.input;
+            for (const auto &layer : m_layers)
+                y = layer.forward(y);
+            if (isLast())
+                y = m_ctx.model->lossFromOutput(y, Batch{torch::Tensor(), m_targets[std::size_t(j)]});
+            return y;
+        });
+        f.output = x;
+        if (isLast()) {
+            m_lossSum += x.item<double>();
+            return;
+        }
+        const torch::Tensor out = x.detach().contiguous();
+        if (!m_shapeSent) {
+            torch::Tensor header = torch::zeros({kShapeSlots}, torch::kInt64);
+            header[0] = out.dim();
+            for (int d = 0; d < out.dim(); ++d)
+                header[d + 1] = out.size(d);
+            m_pp.comm->send(nextStage(), viewOf(header), "activation.shape");
+            m_shapeSent = true;
+        }
+        m_pp.comm->send(nextStage(), viewOf(out), "activation." + std::to_string(j));
+    }
+
+    void backward(std::int64_t j)
+    {
+        InFlight &f = m_inFlight[std::size_t(j)];
+        torch::Tensor gradOut;
+        if (!isLast()) {
+            gradOut = torch::empty(f.output.sizes(), torch::kFloat32);
+            m_pp.comm->recv(nextStage(), viewOf(gradOut), "activation.grad." + std::to_string(j));
+        }
+        timed(m_ctx, SpanEvent::Kind::Backward, m_step, [&] {
+            if (isLast())
+                (f.output / double(m_ctx.microBatches)).backward(); // the mean over the micro-batches
+            else
+                f.output.backward(gradOut);
+        });
+        if (!isFirst())
+            m_pp.comm->send(prevStage(), viewOf(f.input.grad()), "activation.grad." + std::to_string(j));
+        f = {};
+    }
+
+    // The mean gradient over the dp x cp group, then the update: ddp
+    // all-reduces and updates everything; zero1/zero2 reduce-scatter, update
+    // this node's chunk and all-gather the parameters.
+    void reduceAndUpdate()
+    {
+        torch::Tensor values = m_flat->values(), grads = m_flat->grads();
+        if (!m_data.comm) {
+            m_opt->step(values, grads);
+            return;
+        }
+        if (m_dpMode == "ddp") {
+            m_data.comm->allReduce(viewOf(grads), net::ReduceOp::Average, "grads");
+            m_opt->step(values, grads);
+            return;
+        }
+        m_data.comm->reduceScatter(viewOf(grads), net::ReduceOp::Average, "grads");
+        const auto off = std::int64_t(m_shard.offset), count = std::int64_t(m_shard.count);
+        m_opt->step(values.narrow(0, off, count), grads.narrow(0, off, count));
+        m_data.comm->allGather(viewOf(values), "params");
+    }
+
+    const std::string m_dpMode;
+    const net::DeviceMesh m_mesh;
+    NodeContext m_ctx;
+    net::MeshCoords m_me;
+    Group m_tp, m_cp, m_pp, m_data;
+    std::vector<PipelineStage> m_stages;
+    int m_stage = 0;
+    std::vector<std::int64_t> m_layerBegin; // full model: flat offset of each layer, then the total
+    std::vector<ModelLayer> m_layers;       // this stage's, computing with this node's slices
+    std::vector<Split> m_splits;            // by slot of m_flat
+    std::map<std::string, std::int64_t> m_fullNumel; // every parameter's, before any cut
+    std::unique_ptr<FlatParams> m_flat;
+    std::unique_ptr<FlatOptimizer> m_opt;
+    net::ChunkRange m_shard; // zero1/zero2: this node's chunk of the flat vector
+
+    std::int64_t m_step = 0;
+    std::vector<torch::Tensor> m_inputs, m_targets;
+    std::vector<InFlight> m_inFlight;
+    std::vector<std::int64_t> m_inShape;
+    bool m_shapeSent = false;
+    double m_lossSum = 0;
+};
+
+// The shard map from this node's seat: every parameter of its stage, split
+// or not across its tp group (owner: the tp node holding each piece), and
+// the other stages' parameters held by the nodes at its own dp, cp and tp
+// coordinates.
+std::vector<ShardRange> MeshStrategy::shards() const
+{
+    std::vector<ShardRange> out;
+    const std::vector<ModelLayer> all = m_ctx.model->layers();
+    std::map<std::string, std::size_t> slotOf;
+    for (std::size_t i = 0; i < m_flat->slots().size(); ++i)
+        slotOf[m_flat->slots()[i].name] = i;
+    const int tp = m_mesh.size(MeshAxis::Tp);
+    for (int l = 0; l < int(all.size()); ++l) {
+        for (const auto &name : all[std::size_t(l)].paramNames) {
+            const auto slot = slotOf.find(name);
+            if (slot == slotOf.end()) { // another stage's
+                int stage = 0;
+                for (std::size_t s = 0; s < m_stages.size(); ++s)
+                    if (l >= m_stages[s].firstLayer && l <= m_stages[s].lastLayer)
+                        stage = m_stages[s].node;
+                net::MeshCoords c = m_me;
+                c.pp = stage;
+                out.push_back({name, 0, m_fullNumel.at(name), m_mesh.rankOf(c), false});
+                continue;
+            }
+            const ParamSlot &p = m_flat->slots()[slot->second];
+            const Split split = m_splits[slot->second];
+            const std::int64_t numel = m_fullNumel.at(name);
+            auto ownerOf = [&](int r) {
+                net::MeshCoords c = m_me;
+                c.tp = r;
+                return m_mesh.rankOf(c);
+            };
+            if (split == Split::Replicated)
+                out.push_back({name, 0, numel, m_ctx.rank, true});
+            else if (split == Split::Output)
+                for (int r = 0; r < tp; ++r)
+                    out.push_back({name, r * numel / tp, (r + 1) * numel / tp, ownerOf(r), r == m_me.tp});
+            else {
+                const std::int64_t rows = p.shape[0], w = p.shape[1], cols = w * tp;
+                for (std::int64_t row = 0; row < rows; ++row)
+                    for (int r = 0; r < tp; ++r)
+                        out.push_back({name, row * cols + r * w, row * cols + (r + 1) * w, ownerOf(r), r == m_me.tp});
+            }
+        }
+    }
+    return out;
+}
+
+} // namespace
+
+std::unique_ptr<Strategy> strategies::makeMesh(const std::string &dp, const std::string &mesh)
+{
+    if (dp != "ddp" && dp != "zero1" && dp != "zero2")
+        throw std::invalid_argument("--mesh: the dp axis runs ddp, zero1 or zero2, not " + dp);
+    return std::make_unique<MeshStrategy>(dp, net::DeviceMesh::parse(mesh));
+}
+
+} // namespace smol::engine
