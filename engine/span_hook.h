@@ -57,7 +57,7 @@ private:
         SpanEvent s;
         s.node = m_node;
         s.kind = kind;
-        s.name = info.name;
+        s.name = info.axis.empty() ? info.name : info.axis + " \u00b7 " + info.name; // the timeline's label
         s.startNs = start;
         s.endNs = end;
         s.step = m_step ? m_step->load() : -1;

@@ -98,7 +98,8 @@ Options:
   --schedule S        pipeline: gpipe|1f1b (default 1f1b)
   --mesh AXES         combine parallelisms on a device mesh, e.g.
                       dp=2,tp=2,pp=2 (any of dp, tp, pp, cp; their product is
-                      --nodes; rank order tp fastest, then cp, pp, dp);
+                      --nodes; rank order tp fastest, then cp, pp, dp; add
+                      ,sp for Megatron sequence parallelism on tp);
                       --strategy says what dp does (ddp, zero1, zero2);
                       --placement, --micro-batches, --schedule apply to pp;
                       tp and cp need --model gpt (docs/strategies.md, "Mesh")

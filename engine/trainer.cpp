@@ -249,9 +249,7 @@ void checkBackend(const TrainConfig &c)
         throw std::invalid_argument("--backend gloo does not run " + c.strategy);
     if (!c.links.empty())
         throw std::invalid_argument("--link shapes our transport's links; --backend gloo does not use them");
-    if (!c.mesh.empty())
-        throw std::invalid_argument("--mesh runs its axis groups over our transport; --backend gloo does not "
-                                    "run a mesh yet");
+
 }
 
 std::shared_ptr<const DataSource> loadTrainingData(TrainConfig &config)
@@ -496,18 +494,15 @@ private:
             m_stats[key].push_back(value);
     }
 
-    // Each node's bytes sent inside its steps, by the mesh's axes (those
-    // above 1): the gradients' dp x cp group counts as dp (as cp without dp).
+    // Each node's bytes sent inside its steps, by the mesh's axes.
     std::vector<std::map<std::string, std::uint64_t>> bytesByAxis(const net::DeviceMesh &mesh) const
     {
-        std::vector<std::map<std::string, std::uint64_t>> out(std::size_t(m_config.nodes));
+        std::vector<std::map<std::string, std::uint64_t>> out;
         for (int r = 0; r < m_config.nodes; ++r) {
-            for (net::MeshAxis axis : net::kMeshAxes)
-                if (mesh.size(axis) > 1)
-                    out[std::size_t(r)][net::meshAxisName(axis)] = m_bytes->sentInSteps(r, net::DeviceMesh::groupId(axis));
-            const char *grads = mesh.size(net::MeshAxis::Dp) > 1 ? "dp" : "cp";
-            if (mesh.size(net::MeshAxis::Dp) * mesh.size(net::MeshAxis::Cp) > 1)
-                out[std::size_t(r)][grads] += m_bytes->sentInSteps(r, net::DeviceMesh::kDataGroupId);
+            std::vector<std::uint64_t> byGroup;
+            for (std::uint32_t g = 0; g <= net::kMaxGroupId; ++g)
+                byGroup.push_back(m_bytes->sentInSteps(r, g));
+            out.push_back(mesh.byAxis(byGroup));
         }
         return out;
     }

@@ -14,7 +14,7 @@ Communicator::Communicator(Transport &transport)
 {
     m_transport = &transport;
     if (const auto *group = dynamic_cast<const GroupTransport *>(&transport))
-        m_group = group->groupId();
+        setGroup(group->groupId(), &group->members());
 }
 
 Communicator::Communicator(int rank, int worldSize)
@@ -80,13 +80,27 @@ void checkRoot(const Communicator &comm, int root, const char *what)
 #define SMOL_COLLECTIVE_R(KIND, SEQ, PEER, BUF, NAME, RECEIVING, BODY)                                      \
     do {                                                                                                    \
         const std::uint64_t seq_ = SEQ;                                                                     \
-        CollectiveInfo info{KIND, seq_, NAME, rank(), worldSize(), PEER, BUF, RECEIVING, m_group, m_axis};  \
+        CollectiveInfo info{KIND, seq_, NAME, rank(), worldSize(), PEER, BUF, RECEIVING, m_group, m_axis, m_members}; \
         runHook(true, info);                                                                                \
         const detail::Call call{*m_transport, rank(), worldSize(), KIND, seq_, m_segmentBytes};             \
         BODY;                                                                                               \
         runHook(false, info);                                                                               \
     } while (0)
 #define SMOL_COLLECTIVE(KIND, SEQ, PEER, BUF, NAME, BODY) SMOL_COLLECTIVE_R(KIND, SEQ, PEER, BUF, NAME, false, BODY)
+
+std::string CollectiveInfo::label() const
+{
+    if (axis.empty() && !members)
+        return name;
+    std::string out = axis.empty() ? "group" : axis;
+    if (members) {
+        out += " (ranks ";
+        for (std::size_t i = 0; i < members->size(); ++i)
+            out += (i ? ", " : "") + std::to_string((*members)[i]);
+        out += ")";
+    }
+    return out + " \u00b7 " + name;
+}
 
 BufferPart contributedPart(const CollectiveInfo &info, bool before)
 {

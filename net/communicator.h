@@ -14,6 +14,7 @@
 #include "tensor_view.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,13 @@ struct CollectiveInfo {
     // worldSize and peer are group ranks.
     std::uint32_t group = 0;
     std::string axis;
+    const std::vector<int> *members = nullptr; // the group's world ranks, in group order; null: the world
+
+    // The group's first world rank (0 for the world): with seq, what names
+    // one collective of one group (groups of one axis share their seqs).
+    int leader() const { return members && !members->empty() ? members->front() : 0; }
+    // "tp (ranks 4, 5) · name" for a group's collective; name alone for the world's.
+    std::string label() const;
 };
 
 // The part of a collective's buffer that this rank contributes (before) or
@@ -94,6 +102,13 @@ public:
     // The mesh axis this communicator's collectives run on (CollectiveInfo::axis).
     void setAxis(std::string axis) { m_axis = std::move(axis); }
     const std::string &axis() const { return m_axis; }
+
+    // A communicator for the process group of world ranks `members` (this
+    // rank among them; group id `id`, as GroupTransport takes it), its
+    // collectives on `axis`, hooked like this one. Every member calls it, in
+    // the same order of groups. Ours: a GroupTransport over this
+    // communicator's transport; Gloo's: a ProcessGroupGloo of the members.
+    virtual std::unique_ptr<Communicator> makeGroup(std::vector<int> members, std::uint32_t id, std::string axis);
     // Throws NetError for a communicator without one (another backend).
     Transport &transport();
 
@@ -136,6 +151,14 @@ protected:
     std::uint64_t nextSendSeq(int peer) { return tagged(m_sendSeq[std::size_t(peer)]++); }
     std::uint64_t nextRecvSeq(int peer) { return tagged(m_recvSeq[std::size_t(peer)]++); }
     std::uint64_t tagged(std::uint64_t seq) const { return (std::uint64_t(m_group) << kGroupSeqShift) | seq; }
+    // For a backend that forms groups of its own: this communicator is group
+    // `id` of these world ranks (`members` outlives it).
+    void setGroup(std::uint32_t id, const std::vector<int> *members)
+    {
+        m_group = id;
+        m_members = members;
+    }
+    const std::vector<int> *groupMembers() const { return m_members; }
     void runHook(bool before, const CollectiveInfo &info);
 
 private:
@@ -144,6 +167,7 @@ private:
     int m_worldSize = 1;
     CollectiveHook *m_hook = nullptr;
     std::uint32_t m_group = 0;
+    const std::vector<int> *m_members = nullptr; // a GroupTransport's
     std::string m_axis;
     std::size_t m_segmentBytes = std::size_t(1) << 20;
     std::uint64_t m_seq = 0;

@@ -48,11 +48,19 @@ DeviceMesh DeviceMesh::parse(const std::string &spec, int nodes)
     if (spec.empty())
         throw std::invalid_argument("--mesh: empty; give axes as dp=D,tp=T,pp=P,cp=C");
     int sizes[4] = {1, 1, 1, 1};
+    bool sp = false;
     std::set<std::string> seen;
     std::size_t at = 0;
     while (at <= spec.size()) {
         const std::size_t comma = std::min(spec.find(',', at), spec.size());
         const std::string item = spec.substr(at, comma - at);
+        if (item == "sp") {
+            if (sp)
+                throw std::invalid_argument(where + "sp is named twice");
+            sp = true;
+            at = comma + 1;
+            continue;
+        }
         const std::size_t eq = item.find('=');
         if (eq == std::string::npos)
             throw std::invalid_argument(where + "'" + item + "' is not AXIS=SIZE (dp, tp, pp or cp)");
@@ -72,7 +80,10 @@ DeviceMesh DeviceMesh::parse(const std::string &spec, int nodes)
         sizes[index] = std::stoi(value);
         at = comma + 1;
     }
-    const DeviceMesh mesh(sizes[0], sizes[1], sizes[2], sizes[3]);
+    DeviceMesh mesh(sizes[0], sizes[1], sizes[2], sizes[3]);
+    if (sp && mesh.m_tp == 1)
+        throw std::invalid_argument(where + "sp (sequence parallelism) is an option of tp: it needs tp above 1");
+    mesh.m_sp = sp;
     if (nodes > 0 && mesh.nodes() != nodes)
         throw std::invalid_argument(where + "the axes multiply to " + std::to_string(mesh.nodes()) +
                                     " nodes, not the run's " + std::to_string(nodes));
@@ -135,13 +146,25 @@ std::vector<int> DeviceMesh::dataGroup(int rank) const
 
 std::uint32_t DeviceMesh::groupId(MeshAxis axis) { return std::uint32_t(axis) + 1; }
 
+std::map<std::string, std::uint64_t> DeviceMesh::byAxis(const std::vector<std::uint64_t> &byGroup) const
+{
+    auto of = [&](std::uint32_t group) { return group < byGroup.size() ? byGroup[group] : 0; };
+    std::map<std::string, std::uint64_t> out;
+    for (MeshAxis axis : kMeshAxes)
+        if (size(axis) > 1)
+            out[meshAxisName(axis)] = of(groupId(axis));
+    if (m_dp * m_cp > 1)
+        out[m_dp > 1 ? "dp" : "cp"] += of(kDataGroupId);
+    return out;
+}
+
 std::string DeviceMesh::spec() const
 {
     std::string out;
     for (MeshAxis a : kMeshAxes)
         if (size(a) > 1)
             out += (out.empty() ? "" : ",") + std::string(meshAxisName(a)) + "=" + std::to_string(size(a));
-    return out;
+    return m_sp ? out + ",sp" : out;
 }
 
 std::string DeviceMesh::coordsLabel(int rank) const

@@ -18,6 +18,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,11 +39,15 @@ public:
     DeviceMesh(int dp, int pp, int cp, int tp);
 
     // "dp=2,tp=2,pp=2": any subset of the four axes, each at most once, sizes
-    // 1..64; missing axes are 1. Throws std::invalid_argument with one line
-    // naming what is wrong. `nodes` > 0: the product must equal it.
+    // 1..64; missing axes are 1; and "sp": tp with sequence parallelism
+    // (Megatron-SP; needs tp above 1). Throws std::invalid_argument with one
+    // line naming what is wrong. `nodes` > 0: the product must equal it.
     static DeviceMesh parse(const std::string &spec, int nodes = 0);
 
     int size(MeshAxis axis) const;
+    // tp's LayerNorm and residual regions sharded along the sequence
+    // (all-gather and reduce-scatter in place of tp's all-reduce).
+    bool sequenceParallel() const { return m_sp; }
     int nodes() const { return m_dp * m_pp * m_cp * m_tp; }
     bool trivial() const { return nodes() == 1; }
 
@@ -58,19 +63,25 @@ public:
     static std::uint32_t groupId(MeshAxis axis);
     static constexpr std::uint32_t kDataGroupId = 5;
 
-    // "dp=2,pp=2,tp=2": the axes above 1 in dp, pp, cp, tp order ("" when
-    // trivial); parse(spec()) gives the same mesh.
+    // Bytes by the mesh's axes (those above 1) from bytes by process group
+    // (the group id in a frame's seq, groupOfSeq; index = group id): the
+    // gradients' dp x cp group counts as dp (as cp when dp is 1).
+    std::map<std::string, std::uint64_t> byAxis(const std::vector<std::uint64_t> &byGroup) const;
+
+    // "dp=2,pp=2,tp=2": the axes above 1 in dp, pp, cp, tp order, then "sp"
+    // ("" when trivial); parse(spec()) gives the same mesh.
     std::string spec() const;
     // "dp1 · pp0 · tp1": a node's coordinates on the axes above 1.
     std::string coordsLabel(int rank) const;
 
     bool operator==(const DeviceMesh &o) const
     {
-        return m_dp == o.m_dp && m_pp == o.m_pp && m_cp == o.m_cp && m_tp == o.m_tp;
+        return m_dp == o.m_dp && m_pp == o.m_pp && m_cp == o.m_cp && m_tp == o.m_tp && m_sp == o.m_sp;
     }
 
 private:
     int m_dp = 1, m_pp = 1, m_cp = 1, m_tp = 1;
+    bool m_sp = false;
 };
 
 } // namespace smol::net

@@ -82,4 +82,31 @@ void GroupTransport::cancelRecv(RecvHandle &handle) noexcept { m_world.cancelRec
 
 void GroupTransport::abort() { m_world.abort(); }
 
+namespace {
+
+// A communicator that owns its group's transport (constructed first).
+struct OwnedGroupTransport {
+    std::unique_ptr<GroupTransport> owned;
+};
+class GroupCommunicator : private OwnedGroupTransport, public Communicator {
+public:
+    explicit GroupCommunicator(std::unique_ptr<GroupTransport> t)
+        : OwnedGroupTransport{std::move(t)}
+        , Communicator(*owned)
+    {
+    }
+};
+
+} // namespace
+
+std::unique_ptr<Communicator> Communicator::makeGroup(std::vector<int> members, std::uint32_t id, std::string axis)
+{
+    auto group = std::make_unique<GroupCommunicator>(
+        std::make_unique<GroupTransport>(transport(), std::move(members), id));
+    group->setHook(hook());
+    group->setSegmentBytes(segmentBytes());
+    group->setAxis(std::move(axis));
+    return group;
+}
+
 } // namespace smol::net

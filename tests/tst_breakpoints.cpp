@@ -173,6 +173,8 @@ private Q_SLOTS:
     void everyNodePausesAtTheSameCollective();
     void editsChangeTheResult_data() { modes(); }
     void editsChangeTheResult();
+    void pausesOneGroupOnAMesh_data() { modes(); }
+    void pausesOneGroupOnAMesh();
     void parsesSpecs_data();
     void parsesSpecs();
     void rejectsMalformedSpecs_data();
@@ -307,6 +309,38 @@ void TestBreakpoints::everyNodePausesAtTheSameCollective()
     QVERIFY(std::isfinite(run.summary().finalLoss));
 }
 
+// --break allreduce@tp on a dp=2 x tp=2 gpt: the hit is a tp group's
+// all-reduce; every node is held, each at its own tp group's, and the
+// snapshots name the axis and the group's members.
+void TestBreakpoints::pausesOneGroupOnAMesh()
+{
+    QFETCH(bool, cluster);
+    BreakpointController controller;
+    controller.addBreakpoint(parseBreakpoint("allreduce@tp,step=1"));
+    TrainConfig c = ddpConfig("ddp", 2);
+    c.nodes = 4;
+    c.mesh = "dp=2,tp=2";
+    c.globalBatch = 8;
+    c.model.kind = "gpt";
+    c.model.nEmbd = 32;
+    c.model.blockSize = 16;
+    Run run(controller, c, cluster);
+    const auto pause = controller.waitForPause(60s, 0);
+    QVERIFY(pause);
+    QVERIFY(pause->complete);
+    QCOMPARE(int(pause->inputs.size()), 4);
+    for (const TensorSnapshot &s : pause->inputs) {
+        QCOMPARE(s.kind, smol::net::CollectiveKind::AllReduce);
+        QCOMPARE(s.step, std::int64_t(1));
+        const QString group = s.node < 2 ? "tp (ranks 0, 1)" : "tp (ranks 2, 3)";
+        QVERIFY2(QString::fromStdString(s.name).startsWith(group), s.name.c_str());
+    }
+    controller.clearBreakpoints();
+    controller.resume();
+    QVERIFY(run.finish());
+    QVERIFY(std::isfinite(run.summary().finalLoss));
+}
+
 void TestBreakpoints::editsChangeTheResult()
 {
     QFETCH(bool, cluster);
@@ -350,13 +384,17 @@ void TestBreakpoints::parsesSpecs_data()
     QTest::addColumn<qint64>("step");
     QTest::addColumn<int>("rank");
     QTest::addColumn<QString>("name");
+    QTest::addColumn<QString>("axis");
     using K = smol::net::CollectiveKind;
-    QTest::newRow("kind") << "allreduce" << int(K::AllReduce) << qint64(-1) << -1 << "";
-    QTest::newRow("step") << "allreduce@step=3" << int(K::AllReduce) << qint64(3) << -1 << "";
+    QTest::newRow("kind") << "allreduce" << int(K::AllReduce) << qint64(-1) << -1 << "" << "";
+    QTest::newRow("step") << "allreduce@step=3" << int(K::AllReduce) << qint64(3) << -1 << "" << "";
     QTest::newRow("all") << "reduce-scatter@step=0,rank=2,name=fc1" << int(K::ReduceScatter) << qint64(0) << 2
-                         << "fc1";
-    QTest::newRow("no step") << "push,rank=1" << int(K::Push) << qint64(-1) << 1 << "";
-    QTest::newRow("any") << "any,name=bucket3" << int(K::None) << qint64(-1) << -1 << "bucket3";
+                         << "fc1" << "";
+    QTest::newRow("no step") << "push,rank=1" << int(K::Push) << qint64(-1) << 1 << "" << "";
+    QTest::newRow("any") << "any,name=bucket3" << int(K::None) << qint64(-1) << -1 << "bucket3" << "";
+    QTest::newRow("axis") << "allreduce@tp" << int(K::AllReduce) << qint64(-1) << -1 << "" << "tp";
+    QTest::newRow("axis, step") << "allreduce@tp,step=2" << int(K::AllReduce) << qint64(2) << -1 << "" << "tp";
+    QTest::newRow("step @ axis") << "sendrecv@step=2@pp" << int(K::SendRecv) << qint64(2) << -1 << "" << "pp";
 }
 
 void TestBreakpoints::parsesSpecs()
@@ -366,7 +404,9 @@ void TestBreakpoints::parsesSpecs()
     QFETCH(qint64, step);
     QFETCH(int, rank);
     QFETCH(QString, name);
+    QFETCH(QString, axis);
     const Breakpoint b = parseBreakpoint(spec.toStdString());
+    QCOMPARE(QString::fromStdString(b.axis), axis);
     QCOMPARE(int(b.kind), kind);
     QCOMPARE(b.step, step);
     QCOMPARE(b.rank, rank);
@@ -379,7 +419,7 @@ void TestBreakpoints::rejectsMalformedSpecs_data()
 {
     QTest::addColumn<QString>("spec");
     for (const char *s : {"", "allreduse", "allreduce@", "allreduce@step=x", "allreduce@step=-1", "allreduce@stp=3",
-                          "allreduce@step=3,rank", "allreduce,name=", "next,step=1"})
+                          "allreduce@step=3,rank", "allreduce,name=", "next,step=1", "allreduce@ep"})
         QTest::newRow(*s ? s : "(empty)") << QString(s);
 }
 

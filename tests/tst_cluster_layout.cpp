@@ -4,7 +4,9 @@
 // compact grid for a class, full boxes for a handful; every link joins the
 // boxes of its two ranks (stubs leave and enter the right ones), carries
 // its direction's rate and crosses no third box; rate labels cover no box;
-// a layout is reused while only figures and rates change.
+// a layout is reused while only figures and rates change. A device mesh's
+// run is its grid: tp neighbours adjacent, stages as columns in pp order,
+// replicas as rows, each link coloured by the axis joining its ranks.
 #include "widgets/cluster/cluster_layout.h"
 
 #include <QFont>
@@ -92,6 +94,31 @@ bool crosses(QPointF a, QPointF b, const QRectF &r)
         if (inside.contains(a + (b - a) * (double(i) / samples)))
             return true;
     return false;
+}
+
+// A run on `spec`'s mesh, every node in it; traffic on each axis's groups
+// one way round (pp forward and back), at rates that differ per axis.
+ClusterState makeMeshState(const QString &spec)
+{
+    const smol::net::DeviceMesh mesh = smol::net::DeviceMesh::parse(spec.toStdString());
+    ClusterState s = makeState(Topology::Ring, mesh.nodes());
+    s.links.clear();
+    s.mesh = spec;
+    for (int r = 0; r < mesh.nodes(); ++r)
+        for (smol::net::MeshAxis axis : smol::net::kMeshAxes) {
+            const std::vector<int> g = mesh.group(r, axis);
+            const int at = mesh.coordsOf(r).of(axis), size = int(g.size());
+            const double rate = 2e4 * std::pow(10.0, int(axis));
+            if (axis == smol::net::MeshAxis::Pp) {
+                if (at + 1 < size) {
+                    s.links << LinkState{r, g[std::size_t(at) + 1], rate, 0, 0};
+                    s.links << LinkState{g[std::size_t(at) + 1], r, rate / 2, 0, 0};
+                }
+            } else if (size > 1) {
+                s.links << LinkState{r, g[std::size_t((at + 1) % size)], rate, 0, 0};
+            }
+        }
+    return s;
 }
 
 } // namespace
@@ -263,6 +290,143 @@ private Q_SLOTS:
         }
     }
 
+    // The mesh's grid: every box inside and apart; tp neighbours side by
+    // side, closer than stages; stages left to right in pp order; replicas
+    // top to bottom, cp ranks inside them closer than replicas; every
+    // group's edge drawn, from box to box, crossing no third box, in its axis.
+    void meshGrid_data()
+    {
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<QSize>("size");
+        QTest::addColumn<bool>("projector");
+        for (const char *mesh :
+             {"dp=2,tp=2,pp=2", "dp=2,tp=2,pp=2,cp=2", "tp=4,pp=2", "dp=4,cp=2", "dp=2,tp=2"})
+            for (QSize size : {QSize(1024, 768), QSize(1600, 1000), QSize(630, 330)})
+                for (bool projector : {false, true})
+                    QTest::addRow("%s at %dx%d%s", mesh, size.width(), size.height(),
+                                  projector ? " projector" : "")
+                        << QString::fromLatin1(mesh) << size << projector;
+    }
+
+    void meshGrid()
+    {
+        using smol::net::MeshAxis;
+        QFETCH(QString, mesh);
+        QFETCH(QSize, size);
+        QFETCH(bool, projector);
+        const ClusterState state = makeMeshState(mesh);
+        const smol::net::DeviceMesh grid = smol::net::DeviceMesh::parse(mesh.toStdString());
+        const ClusterLayout l = ClusterLayout::compute(&state, size, projector, m_font);
+        QVERIFY(l.mesh == grid);
+        const QRectF widget(QPointF(0, 0), QSizeF(size));
+        const int n = grid.nodes();
+        QCOMPARE(l.rects.size(), n);
+        for (int id = 0; id < n; ++id) {
+            const QRectF r = l.nodeRect(id);
+            QVERIFY2(widget.contains(r) && r.top() >= l.header.bottom(),
+                     qPrintable(QStringLiteral("node %1 outside").arg(id)));
+            for (int other = 0; other < id; ++other)
+                QVERIFY2(!r.adjusted(-2, -2, 2, 2).intersects(l.nodeRect(other)),
+                         qPrintable(QStringLiteral("nodes %1 and %2 touch").arg(id).arg(other)));
+        }
+        // 8 nodes in a 4 x 2 grid on a 1024x768 screen: full boxes, readable.
+        const int cols = grid.size(MeshAxis::Pp) * grid.size(MeshAxis::Tp);
+        const int rows = grid.size(MeshAxis::Dp) * grid.size(MeshAxis::Cp);
+        if (cols <= 4 && rows <= 2 && size.width() >= 1024)
+            QVERIFY(!l.compact);
+        QVERIFY(l.compact || l.readable());
+
+        const auto rect = [&](const smol::net::MeshCoords &c) { return l.nodeRect(grid.rankOf(c)); };
+        double tpGap = 1e9, stageGap = 0, cpGap = 1e9, replicaGap = 0;
+        for (int r = 0; r < n; ++r) {
+            const smol::net::MeshCoords c = grid.coordsOf(r);
+            const QRectF box = rect(c);
+            auto next = c;
+            if (++next.tp < grid.size(MeshAxis::Tp)) { // the tp neighbour: right beside it
+                QCOMPARE(rect(next).top(), box.top());
+                QVERIFY(rect(next).left() > box.right());
+                tpGap = std::min(tpGap, rect(next).left() - box.right());
+            }
+            next = c;
+            if (++next.pp < grid.size(MeshAxis::Pp)) { // the next stage: to the right, same row
+                QCOMPARE(rect(next).top(), box.top());
+                QVERIFY(rect(next).left() > box.right());
+                if (c.tp == grid.size(MeshAxis::Tp) - 1)
+                    stageGap = std::max(stageGap, rect({c.dp, c.pp + 1, c.cp, 0}).left() - box.right());
+            }
+            next = c;
+            if (++next.cp < grid.size(MeshAxis::Cp)) { // the next cp rank: below, same column
+                QCOMPARE(rect(next).left(), box.left());
+                QVERIFY(rect(next).top() > box.bottom());
+                cpGap = std::min(cpGap, rect(next).top() - box.bottom());
+            }
+            next = c;
+            if (++next.dp < grid.size(MeshAxis::Dp)) { // the next replica: below, same column
+                QCOMPARE(rect(next).left(), box.left());
+                QVERIFY(rect(next).top() > box.bottom());
+                if (c.cp == grid.size(MeshAxis::Cp) - 1)
+                    replicaGap = std::max(replicaGap, rect({c.dp + 1, c.pp, 0, c.tp}).top() - box.bottom());
+            }
+        }
+        if (grid.size(MeshAxis::Tp) > 1 && grid.size(MeshAxis::Pp) > 1)
+            QVERIFY2(tpGap < stageGap,
+                     qPrintable(QStringLiteral("tp gap %1, stage gap %2").arg(tpGap).arg(stageGap)));
+        if (grid.size(MeshAxis::Cp) > 1 && grid.size(MeshAxis::Dp) > 1)
+            QVERIFY2(cpGap <= replicaGap,
+                     qPrintable(QStringLiteral("cp gap %1, dp gap %2").arg(cpGap).arg(replicaGap)));
+
+        // Links: each axis's group edges, from box to box, around every third box, in the axis's colour.
+        QSet<std::pair<int, int>> expected, drawn;
+        for (int r = 0; r < n; ++r)
+            for (MeshAxis axis : smol::net::kMeshAxes) {
+                const std::vector<int> g = grid.group(r, axis);
+                for (std::size_t i = 0; i + 1 < g.size(); ++i)
+                    expected.insert({std::min(g[i], g[i + 1]), std::max(g[i], g[i + 1])});
+                if (g.size() > 2 && axis != MeshAxis::Pp)
+                    expected.insert({std::min(g.front(), g.back()), std::max(g.front(), g.back())});
+            }
+        const ClusterLinks links = l.links(state);
+        for (const ClusterLink &line : links.lines) {
+            const QString where = QStringLiteral("link %1 -> %2").arg(line.src).arg(line.dst);
+            QVERIFY2(line.points.size() >= 2, qPrintable(where));
+            drawn.insert({std::min(line.src, line.dst), std::max(line.src, line.dst)});
+            QVERIFY2(line.axis && line.axis == linkAxis(grid, line.src, line.dst), qPrintable(where));
+            const QRectF from = l.nodeRect(line.src), to = l.nodeRect(line.dst);
+            QVERIFY2(distanceToRect(line.points.first(), from) <= 0.6 * l.fontPx + 4, qPrintable(where));
+            QVERIFY2(distanceToRect(line.points.last(), to) <= 0.6 * l.fontPx + 4, qPrintable(where));
+            for (int i = 0; i + 1 < line.points.size(); ++i)
+                for (auto it = l.rects.cbegin(); it != l.rects.cend(); ++it)
+                    if (it.value() != from && it.value() != to)
+                        QVERIFY2(!crosses(line.points[i], line.points[i + 1], it.value()),
+                                 qPrintable(where + QStringLiteral(" crosses node %1").arg(it.key())));
+            QVERIFY2(widget.contains(line.points[line.points.size() / 2]) &&
+                         line.points[line.points.size() / 2].y() > l.header.bottom(),
+                     qPrintable(where + QStringLiteral(" leaves the picture")));
+        }
+        QCOMPARE(drawn, expected);
+        for (int i = 0; i < links.labels.size(); ++i)
+            for (const QRectF &box : l.rects)
+                QVERIFY(!links.labels[i].rect.intersects(box));
+    }
+
+    // The axis a link runs along: the one coordinate two ranks differ in;
+    // dp for dp and cp together (the gradients' group); none otherwise.
+    void meshLinkAxis()
+    {
+        using smol::net::MeshAxis;
+        const auto mesh = smol::net::DeviceMesh::parse("dp=2,tp=2,pp=2,cp=2");
+        // rank = ((dp * 2 + pp) * 2 + cp) * 2 + tp
+        QCOMPARE(linkAxis(mesh, 0, 1), MeshAxis::Tp);
+        QCOMPARE(linkAxis(mesh, 0, 2), MeshAxis::Cp);
+        QCOMPARE(linkAxis(mesh, 0, 4), MeshAxis::Pp);
+        QCOMPARE(linkAxis(mesh, 0, 8), MeshAxis::Dp);
+        QCOMPARE(linkAxis(mesh, 0, 10), MeshAxis::Dp); // dp and cp
+        QVERIFY(!linkAxis(mesh, 0, 3));                // tp and cp
+        QVERIFY(!linkAxis(mesh, 0, 12));               // dp and pp
+        QVERIFY(!linkAxis(smol::net::DeviceMesh(), 0, 1));
+        QVERIFY(!linkAxis(mesh, 0, 16));
+    }
+
     // Figures and rates move no box: the layout is reused; a new size, mode,
     // rank or alert makes a new one.
     void sameInputs()
@@ -287,6 +451,9 @@ private Q_SLOTS:
         failed.nodes[2].reason = QStringLiteral("connection refused");
         QVERIFY(!l.sameInputs(&failed, QSize(1024, 768), false, m_font));
         QVERIFY(!l.sameInputs(nullptr, QSize(1024, 768), false, m_font));
+        ClusterState meshed = state;
+        meshed.mesh = QStringLiteral("dp=2,tp=2,pp=2");
+        QVERIFY(!l.sameInputs(&meshed, QSize(1024, 768), false, m_font));
 
         // Reranked: the boxes follow the ranks.
         const ClusterLayout r = ClusterLayout::compute(&reranked, QSize(1024, 768), false, m_font);

@@ -389,6 +389,45 @@ private Q_SLOTS:
         QVERIFY(nodeSummary(s->nodes[1]).contains(reason));
     }
 
+    // On a device mesh every box gives its coordinates whole ("dp1 · pp0 ·
+    // tp1", never elided), full or compact, 8 and 16 nodes, on a projector
+    // in the window's cluster area at 1024x768 and on a large screen.
+    void meshBoxesShowCoordinates_data()
+    {
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<QSize>("size");
+        QTest::addColumn<bool>("projector");
+        for (const char *mesh : {"dp=2,tp=2,pp=2", "dp=2,tp=2,pp=2,cp=2"})
+            for (QSize size : {QSize(620, 330), QSize(760, 420), QSize(1000, 600)})
+                for (bool projector : {false, true})
+                    QTest::addRow("%s at %dx%d%s", mesh, size.width(), size.height(),
+                                  projector ? " projector" : "")
+                        << QString::fromLatin1(mesh) << size << projector;
+    }
+
+    void meshBoxesShowCoordinates()
+    {
+        QFETCH(QString, mesh);
+        QFETCH(QSize, size);
+        QFETCH(bool, projector);
+        const auto grid = smol::net::DeviceMesh::parse(mesh.toStdString());
+        auto s = std::const_pointer_cast<ClusterState>(makeState(Topology::Ring, grid.nodes()));
+        s->mesh = mesh;
+        ClusterView view;
+        view.resize(size);
+        view.setProjectorMode(projector);
+        view.setState(s);
+        for (int rank = 0; rank < grid.nodes(); ++rank) {
+            const QString coords = QString::fromStdString(grid.coordsLabel(rank));
+            const QStringList text = view.nodeText(rank);
+            QVERIFY2(text.contains(coords), qPrintable(QStringLiteral("%1: %2").arg(coords, text.join(" | "))));
+        }
+        // The same state without the mesh: no coordinates.
+        s->mesh.clear();
+        view.setState(s);
+        QVERIFY(!view.nodeText(0).join(' ').contains(QStringLiteral("dp0")));
+    }
+
     void clickSelectsAndEmptySpaceClears()
     {
         ClusterView view;

@@ -109,6 +109,20 @@ private Q_SLOTS:
         QCOMPARE(atStep.breakpoint(), QStringLiteral("any@step=4"));
     }
 
+    // mesh=: its value holds '=' and ','; the nodes follow its product.
+    void parsesAMesh()
+    {
+        const Lesson l = parseLesson("lesson: x\nstep: a\nrun: strategy=zero1 model=gpt mesh=dp=2,tp=2,pp=2 steps=4\n",
+                                     "m.lesson");
+        const LessonRun &run = *l.steps[0].run;
+        QCOMPARE(run.settings.value(QStringLiteral("mesh")), QStringLiteral("dp=2,tp=2,pp=2"));
+        QCOMPARE(run.settings.value(QStringLiteral("nodes")), QStringLiteral("8"));
+        QCOMPARE(run.settings.value(QStringLiteral("strategy")), QStringLiteral("zero1"));
+        QCOMPARE(l.maxNodes(), 8);
+        const Lesson n = parseLesson("lesson: x\nstep: a\nrun: strategy=ddp mesh=dp=2,pp=2 nodes=4\n", "n.lesson");
+        QCOMPARE(n.steps[0].run->settings.value(QStringLiteral("mesh")), QStringLiteral("dp=2,pp=2"));
+    }
+
     void errorsNameTheLineAndField_data()
     {
         QTest::addColumn<QString>("text");
@@ -147,6 +161,12 @@ private Q_SLOTS:
         QTest::newRow("compare unrecorded") << head + "run: strategy=ddp name=a\ncompare: a a\n"
                                             << "t.lesson:2: compare: 'a' is no run with record=yes";
         QTest::newRow("compare one") << head + "compare: a\n" << "t.lesson:3: compare: needs two";
+        QTest::newRow("bad mesh axis") << head + "run: strategy=ddp mesh=dp=2,xp=2\n"
+                                       << "t.lesson:3: run mesh: 'dp=2,xp=2': unknown axis 'xp'";
+        QTest::newRow("mesh and nodes") << head + "run: strategy=ddp mesh=dp=2,pp=2 nodes=3\n"
+                                        << "t.lesson:3: run mesh: 'dp=2,pp=2' has 4 nodes, nodes=3";
+        QTest::newRow("mesh needs gpt") << head + "run: strategy=ddp mesh=dp=2,tp=2\n"
+                                        << "t.lesson:3: run mesh: 'dp=2,tp=2' splits attention (tp, cp): it needs model=gpt";
         QTest::newRow("bad record") << head + "run: strategy=ddp record=maybe\n" << "t.lesson:3: run record: 'maybe' is not yes or no";
         QTest::newRow("deep") << head + "reveal: r\nmeasure: " + QString(100, '(') + "params" + QString(100, ')') + "\n"
                               << "t.lesson:4: measure: too deeply nested";
@@ -237,12 +257,16 @@ private Q_SLOTS:
     void shippedLessonsParse()
     {
         const auto shipped = shippedLessons();
-        QCOMPARE(shipped.keys(), QStringList({"bad-gradient", "pipeline-bubbles", "ring-allreduce", "stragglers", "zero"}));
+        QCOMPARE(shipped.keys(), QStringList({"3d-parallelism", "bad-gradient", "pipeline-bubbles", "ring-allreduce",
+                                              "stragglers", "zero"}));
         for (auto it = shipped.cbegin(); it != shipped.cend(); ++it) {
             const Lesson l = loadLesson(it.value());
             QVERIFY2(!l.title.isEmpty(), qPrintable(it.key()));
             QVERIFY2(l.steps.size() >= 3, qPrintable(it.key()));
-            QVERIFY2(l.maxNodes() <= 4, qPrintable(it.key())); // the default local cluster
+            if (it.key() == QLatin1String("3d-parallelism")) // its mesh, dp=2,tp=2,pp=2
+                QCOMPARE(l.maxNodes(), 8);
+            else
+                QVERIFY2(l.maxNodes() <= 4, qPrintable(it.key())); // the default local cluster
             int reveals = 0;
             for (const LessonStep &s : l.steps)
                 reveals += int(s.reveals.size());

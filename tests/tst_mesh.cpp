@@ -73,16 +73,24 @@ void TestMesh::matchesSingle_data()
     QTest::addColumn<QString>("dp");
     QTest::addColumn<int>("microBatches");
     QTest::addColumn<bool>("tcp");
+    QTest::addColumn<bool>("gloo");
     const char *pairs[] = {"dp=2,tp=2", "dp=2,pp=2", "dp=2,cp=2", "tp=2,pp=2", "tp=2,cp=2", "pp=2,cp=2"};
     for (const char *mesh : pairs)
-        QTest::addRow("%s/ddp", mesh) << QString(mesh) << 4 << "ddp" << 1 << false;
-    QTest::addRow("dp=2,tp=2/zero1") << "dp=2,tp=2" << 4 << "zero1" << 1 << false;
-    QTest::addRow("dp=2,cp=2/zero2") << "dp=2,cp=2" << 4 << "zero2" << 1 << false;
-    QTest::addRow("pp=2,tp=2/2 micro-batches") << "pp=2,tp=2" << 4 << "ddp" << 2 << false;
-    QTest::addRow("cp=4") << "cp=4" << 4 << "ddp" << 1 << false;
-    QTest::addRow("dp=2,tp=2,pp=2/ddp") << "dp=2,tp=2,pp=2" << 8 << "ddp" << 2 << false;
-    QTest::addRow("dp=2,tp=2,pp=2/zero1") << "dp=2,tp=2,pp=2" << 8 << "zero1" << 1 << false;
-    QTest::addRow("dp=2,tp=2,pp=2/tcp") << "dp=2,tp=2,pp=2" << 8 << "ddp" << 1 << true;
+        QTest::addRow("%s/ddp", mesh) << QString(mesh) << 4 << "ddp" << 1 << false << false;
+    QTest::addRow("dp=2,tp=2/zero1") << "dp=2,tp=2" << 4 << "zero1" << 1 << false << false;
+    QTest::addRow("dp=2,cp=2/zero2") << "dp=2,cp=2" << 4 << "zero2" << 1 << false << false;
+    QTest::addRow("pp=2,tp=2/2 micro-batches") << "pp=2,tp=2" << 4 << "ddp" << 2 << false << false;
+    QTest::addRow("cp=4") << "cp=4" << 4 << "ddp" << 1 << false << false;
+    QTest::addRow("dp=2,tp=2,sp") << "dp=2,tp=2,sp" << 4 << "ddp" << 1 << false << false;
+    QTest::addRow("tp=2,pp=2,sp/2 micro-batches") << "tp=2,pp=2,sp" << 4 << "ddp" << 2 << false << false;
+    QTest::addRow("tp=2,cp=2,sp") << "tp=2,cp=2,sp" << 4 << "zero1" << 1 << false << false;
+    QTest::addRow("tp=4,sp") << "tp=4,sp" << 4 << "ddp" << 1 << false << false;
+    QTest::addRow("dp=2,tp=2,pp=2/ddp") << "dp=2,tp=2,pp=2" << 8 << "ddp" << 2 << false << false;
+    QTest::addRow("dp=2,tp=2,pp=2/zero1") << "dp=2,tp=2,pp=2" << 8 << "zero1" << 1 << false << false;
+    QTest::addRow("dp=2,tp=2,pp=2/tcp") << "dp=2,tp=2,pp=2" << 8 << "ddp" << 1 << true << false;
+    // The same groups as Gloo's process groups (a ProcessGroupGloo each).
+    QTest::addRow("dp=2,tp=2,pp=2/gloo") << "dp=2,tp=2,pp=2" << 8 << "zero1" << 2 << false << true;
+    QTest::addRow("tp=2,cp=2,sp/gloo") << "tp=2,cp=2,sp" << 4 << "ddp" << 1 << false << true;
 }
 
 void TestMesh::matchesSingle()
@@ -92,12 +100,15 @@ void TestMesh::matchesSingle()
     QFETCH(QString, dp);
     QFETCH(int, microBatches);
     QFETCH(bool, tcp);
+    QFETCH(bool, gloo);
     for (auto kind : {OptimizerConfig::Kind::Sgd, OptimizerConfig::Kind::Adam}) {
         TrainConfig c = gptConfig(mesh.toStdString(), nodes, kind);
         c.strategy = dp.toStdString();
         c.microBatches = microBatches;
         if (tcp)
             c.transport = smol::net::TransportKind::Tcp;
+        if (gloo)
+            c.backend = TrainConfig::Backend::Gloo;
         const TrainSummary got = runTraining(c);
         const TrainSummary &want = m_reference.at(int(kind));
         const QString mismatch = test::paramMismatch(got, want);
@@ -134,6 +145,8 @@ void TestMesh::bytesPerAxisInClosedForm_data()
     QTest::newRow("dp=2,cp=2") << "dp=2,cp=2" << 1;
     QTest::newRow("pp=2,cp=2") << "pp=2,cp=2" << 2;
     QTest::newRow("dp=2,pp=2,cp=2/zero1") << "dp=2,pp=2,cp=2" << 1;
+    QTest::newRow("tp=2,sp") << "tp=2,sp" << 1;
+    QTest::newRow("dp=2,tp=4,sp") << "dp=2,tp=4,sp" << 2;
 }
 
 // docs/strategies.md, "Mesh": per node per step, with b = B/dp rows, s =
@@ -141,7 +154,9 @@ void TestMesh::bytesPerAxisInClosedForm_data()
 // parameters (the stage's, its tp slices): tp 8 L' (tp-1)/tp b s C' x 4;
 // cp 4 L' (cp-1) b s C'/tp x 4; pp b s C' x 4 forward from a stage other
 // than the last (and once per run the 72-byte shape), as many backward from
-// one other than the first; dp 2 (G-1)/G S x 4 over G = dp x cp.
+// one other than the first; dp 2 (G-1)/G S x 4 over G = dp x cp. With sp
+// (no pp here), tp also sums the replicated parameters' R gradients:
+// 2 (tp-1)/tp R x 4, R = (tp S - P)/(tp - 1).
 void TestMesh::bytesPerAxisInClosedForm()
 {
     QFETCH(QString, mesh);
@@ -149,6 +164,7 @@ void TestMesh::bytesPerAxisInClosedForm()
     const smol::net::DeviceMesh m = smol::net::DeviceMesh::parse(mesh.toStdString());
     TrainConfig c = gptConfig(mesh.toStdString(), m.nodes(), OptimizerConfig::Kind::Sgd);
     c.strategy = mesh.endsWith("zero1") ? "zero1" : "ddp";
+    QVERIFY(!m.sequenceParallel() || m.size(smol::net::MeshAxis::Pp) == 1); // the formula below has no SP pp
     c.mesh = m.spec();
     c.nodes = m.nodes();
     c.microBatches = microBatches;
@@ -171,6 +187,8 @@ void TestMesh::bytesPerAxisInClosedForm()
         if (pp > 1)
             want["pp"] = b * seq * width * 4 * ((coords.pp == 0 || coords.pp == 1) ? 1 : 2);
         const double params = double(s.memoryPerNode[std::size_t(r)].params) / 4;
+        if (m.sequenceParallel())
+            want["tp"] += 2 * (tp - 1) / tp * (tp * params - double(s.paramCount)) / (tp - 1) * 4;
         if (G > 1)
             want[m.size(MeshAxis::Dp) > 1 ? "dp" : "cp"] += 2 * (G - 1) / G * params * 4;
         const auto &got = s.bytesInStepsByAxis[std::size_t(r)];
@@ -202,6 +220,8 @@ void TestMesh::refusesBadMeshes_data()
     QTest::newRow("torchscript") << "pp=2" << 2 << "model.pt" << "ddp" << "TorchScript";
     QTest::newRow("dp strategy") << "dp=2" << 2 << "gpt" << "pipeline" << "ddp, zero1 or zero2";
     QTest::newRow("batch") << "dp=3" << 3 << "gpt" << "ddp" << "does not split into 3 replica";
+    QTest::newRow("sp without tp") << "dp=2,sp" << 2 << "gpt" << "ddp" << "needs tp above 1";
+    QTest::newRow("sp block") << "tp=4,cp=8,sp" << 32 << "gpt" << "ddp" << "cp x tp = 32 does not divide";
     QTest::newRow("placement without pp") << "dp=2" << 2 << "gpt" << "ddp" << "no pp axis";
 }
 

@@ -102,6 +102,9 @@ struct ClusterState {
     // per-link traffic; each node shows its collective bytes instead.
     bool linksKnown = true;
     QVector<ShardCell> shards;
+    // The run's device mesh, "dp=2,pp=2,tp=2" (net/device_mesh.h); "" without
+    // one. With one, the cluster view lays the nodes out as its grid.
+    QString mesh;
 };
 
 using ClusterStatePtr = std::shared_ptr<const ClusterState>;

@@ -283,7 +283,11 @@ void ShardMapView::paintEvent(QPaintEvent *)
 
     if (m_model->rowCount() == 0 || m_model->columnCount() == 0) {
         p.setPen(palette().color(QPalette::PlaceholderText));
-        p.drawText(rect(), Qt::AlignCenter, tr("No parameter shards to show yet"));
+        // In the part of the view that shows (the widget may be wider than
+        // its scroll area), wrapped: never cut off at either side.
+        const QRect shown = visibleRegion().boundingRect().adjusted(8, 8, -8, -8);
+        p.drawText(shown.isValid() ? shown : rect(), Qt::AlignCenter | Qt::TextWordWrap,
+                   tr("No parameter shards to show yet"));
         return;
     }
 

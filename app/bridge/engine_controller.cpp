@@ -724,6 +724,7 @@ void EngineController::publishProgress(widgets::ClusterState &state, bool &dirty
         p.dirty = false;
         state.strategy = p.settings.strategy;
         state.topology = topologyOf(p.settings.strategy);
+        state.mesh = p.settings.mesh;
         state.step = p.lastStep;
         state.steps = p.settings.steps;
         state.shards = p.shards;

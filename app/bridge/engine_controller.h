@@ -50,6 +50,9 @@ struct RunSettings {
     // Held-out loss every K steps (rank 0; zero3 gathers the parameters for
     // it, which shows in the traffic); -1: about 25 times a run; 0: never.
     qint64 testEvery = -1;
+    // A device mesh, "dp=2,tp=2,pp=2" (net/device_mesh.h); "" = none. Its
+    // product is the node count; `strategy` says what its dp axis does.
+    QString mesh;
 };
 
 // What a finished run measured, by rank, for lessons (app/lesson_runner.h):
@@ -63,6 +66,7 @@ struct NodeMeasurement {
     // Of those, the bytes sent inside its steps (the strategy's traffic; the
     // runtime's recovery gathers between steps are not in it).
     qint64 stepBytesSent = 0;
+    QMap<QString, qint64> stepBytesByAxis; // a mesh's: the same by axis ("dp", "tp", "pp", "cp")
     net::MemoryByCategory memory; // at the end of the last step
     qint64 activationPeak = 0;   // the most activations seen at any collective boundary or step end
     double computeSeconds = 0;   // in forward, backward and optimizer spans, not in a collective or pause

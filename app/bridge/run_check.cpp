@@ -1,19 +1,76 @@
 #include "run_check.h"
 
+#include "engine/trainer.h"
+#include "net/device_mesh.h"
+#include "run_config.h"
+
 #include <QCoreApplication>
+
+#include <stdexcept>
 
 namespace smol::app {
 
 namespace {
 
-QString tr(const char *text) { return QCoreApplication::translate("RunCheck", text); }
+QString tr(const char *text)
+{
+    return QCoreApplication::translate("RunCheck", text);
+}
 
 const QStringList kModels{QStringLiteral("mlp"), QStringLiteral("gpt")};
 
+// The engine's reason without the command line's "--mesh SPEC: " before it.
+QString meshReason(const char *what)
+{
+    const QString why = QString::fromUtf8(what);
+    const int at = int(why.indexOf(QLatin1String(": ")));
+    return why.startsWith(QLatin1String("--mesh")) && at > 0 ? why.mid(at + 2) : why;
+}
+
+// A mesh: its shape (the product is the node count), then what the engine
+// refuses before any node is waited for (engine::validateConfig: the dp
+// axis's strategy, the axes the model cannot split). Each problem in one
+// line, naming the mesh.
+std::optional<RunProblem> checkMesh(const RunSettings &s)
+{
+    const QString spec = s.mesh.trimmed();
+    net::DeviceMesh mesh;
+    try {
+        mesh = net::DeviceMesh::parse(spec.toStdString());
+    } catch (const std::invalid_argument &e) {
+        return RunProblem{tr("Mesh %1: %2").arg(spec, meshReason(e.what())), {}};
+    }
+    if (mesh.nodes() != s.nodes) {
+        RunProblem p{tr("Mesh %1 has %2 nodes, not %3.").arg(spec).arg(mesh.nodes()).arg(s.nodes), {}};
+        RunFix nodes{tr("Use %1 nodes").arg(mesh.nodes()), s};
+        nodes.settings.nodes = mesh.nodes();
+        p.fixes << nodes;
+        return p;
+    }
+    const bool splitsAttention = mesh.size(net::MeshAxis::Tp) > 1 || mesh.size(net::MeshAxis::Cp) > 1;
+    if (splitsAttention && s.model != QLatin1String("gpt")) {
+        RunProblem p{tr("Mesh %1: tp and cp split the gpt's attention; the %2 has none.").arg(spec, s.model),
+                     {}};
+        RunFix gpt{tr("Use the gpt"), s};
+        gpt.settings.model = QStringLiteral("gpt");
+        p.fixes << gpt;
+        return p;
+    }
+    try {
+        engine::validateConfig(trainConfigOf(s));
+    } catch (const std::invalid_argument &e) {
+        return RunProblem{tr("Mesh %1: %2").arg(spec, meshReason(e.what())), {}};
+    }
+    return std::nullopt;
+}
+
 } // namespace
 
-std::optional<RunProblem> checkRun(const RunSettings &s, const std::function<int(const QString &)> &layerCount)
+std::optional<RunProblem> checkRun(const RunSettings &s,
+                                   const std::function<int(const QString &)> &layerCount)
 {
+    if (!s.mesh.trimmed().isEmpty())
+        return checkMesh(s);
     if (s.strategy == QLatin1String("pipeline")) {
         const int layers = layerCount(s.model);
         if (layers > 0 && s.nodes > layers) {
@@ -51,7 +108,8 @@ std::optional<RunProblem> checkRun(const RunSettings &s, const std::function<int
     }
     if (s.strategy == QLatin1String("tensor") && s.model != QLatin1String("gpt")) {
         RunProblem p;
-        p.text = tr("Tensor parallelism splits the gpt's attention heads and MLP; the %1 has none.").arg(s.model);
+        p.text =
+            tr("Tensor parallelism splits the gpt's attention heads and MLP; the %1 has none.").arg(s.model);
         RunFix gpt{tr("Use the gpt"), s};
         gpt.settings.model = QStringLiteral("gpt");
         p.fixes << gpt;

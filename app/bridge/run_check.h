@@ -3,9 +3,12 @@
 // stage (one stage per node) and micro-batches that divide the global
 // batch; tensor parallelism splits the gpt. A problem says why in one line
 // and offers the settings that fix it ("Use 3 nodes", "Use the gpt"), so
-// a class never waits for a run that fails in its first second.
+// a class never waits for a run that fails in its first second. A mesh
+// ("dp=2,tp=2,pp=2") is checked as the engine checks it (its product is
+// the node count; the dp axis runs ddp, zero1 or zero2; tp and cp need the
+// gpt), with the mesh named in the line.
 //
-// Pure: no engine, no widgets; tests table it.
+// No widgets; tests table it.
 #pragma once
 
 #include "engine_controller.h" // RunSettings
@@ -19,8 +22,8 @@
 namespace smol::app {
 
 struct RunFix {
-    QString label;         // the button: "Use 3 nodes"
-    RunSettings settings;  // what pressing it sets
+    QString label;        // the button: "Use 3 nodes"
+    RunSettings settings; // what pressing it sets
 };
 
 struct RunProblem {
@@ -29,6 +32,7 @@ struct RunProblem {
 };
 
 // `layerCount(model)`: the model's pipeline layers (0 when unknown).
-std::optional<RunProblem> checkRun(const RunSettings &s, const std::function<int(const QString &)> &layerCount);
+std::optional<RunProblem> checkRun(const RunSettings &s,
+                                   const std::function<int(const QString &)> &layerCount);
 
 } // namespace smol::app

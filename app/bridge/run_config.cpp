@@ -24,6 +24,7 @@ engine::TrainConfig trainConfigOf(const RunSettings &s)
                                                       : engine::PipelineSchedule::OneFOneB;
     c.backend = s.backend == QLatin1String("gloo") ? engine::TrainConfig::Backend::Gloo
                                                    : engine::TrainConfig::Backend::Ours;
+    c.mesh = s.mesh.trimmed().toStdString();
     c.testEvery = s.testEvery >= 0
                       ? s.testEvery
                       : std::max<std::int64_t>(1, s.steps / 25); // ~25 points on the chart's test curve
@@ -48,6 +49,7 @@ RunSettings runSettingsOf(const engine::TrainConfig &c)
         c.schedule == engine::PipelineSchedule::GPipe ? QStringLiteral("gpipe") : QStringLiteral("1f1b");
     s.backend =
         c.backend == engine::TrainConfig::Backend::Gloo ? QStringLiteral("gloo") : QStringLiteral("ours");
+    s.mesh = QString::fromStdString(c.mesh);
     return s;
 }
 

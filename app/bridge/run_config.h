@@ -20,7 +20,7 @@ namespace smol::app {
 // NodeEmulation) and the held-out cadence's default (-1: about 25 points).
 engine::TrainConfig trainConfigOf(const RunSettings &settings);
 // Strategy, model, nodes, steps, batch, seed, optimizer, lr, placement,
-// micro-batches, schedule and backend; the rest keeps RunSettings' defaults.
+// micro-batches, schedule, backend and mesh; the rest keeps RunSettings' defaults.
 RunSettings runSettingsOf(const engine::TrainConfig &config);
 
 } // namespace smol::app

@@ -24,6 +24,9 @@ NodeMeasurement measureRank(const engine::TrainSummary &s, int r,
         n.bytesSent = qint64(s.bytesSentPerNode[std::size_t(r)]);
     const auto inSteps = s.extra.find("bytes_in_steps@" + std::to_string(r));
     n.stepBytesSent = inSteps != s.extra.end() ? qint64(inSteps->second) : n.bytesSent;
+    if (std::size_t(r) < s.bytesInStepsByAxis.size())
+        for (const auto &[axis, bytes] : s.bytesInStepsByAxis[std::size_t(r)])
+            n.stepBytesByAxis.insert(QString::fromStdString(axis), qint64(bytes));
     if (std::size_t(r) < s.memoryPerNode.size())
         n.memory = s.memoryPerNode[std::size_t(r)];
     const auto f = figures.find(r);

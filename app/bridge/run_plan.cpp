@@ -36,6 +36,10 @@ engine::ShardPlanInput planInput(const engine::TrainConfig &c, engine::TrainMode
 RunPlan planRun(const engine::TrainConfig &c)
 {
     RunPlan plan;
+    // A mesh's shards and memory are not its dp strategy's: no plan and no
+    // formula (the shard map is the run's own, from its first report).
+    if (!c.mesh.empty())
+        return plan;
     try {
         engine::ModelConfig mc = c.model;
         mc.seed = c.seed;

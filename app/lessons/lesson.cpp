@@ -2,6 +2,7 @@
 
 #include "engine/session/figure_table.h"
 #include "engine/strategies/strategy_registry.h"
+#include "net/device_mesh.h"
 
 #include <QDir>
 #include <QFile>
@@ -11,6 +12,7 @@
 #include <QSet>
 
 #include <cmath>
+#include <stdexcept>
 
 namespace smol::app {
 
@@ -19,7 +21,8 @@ namespace smol::app {
 namespace {
 
 // From a run's configuration: nodes, parameters, parameter bytes (fp32),
-// global batch, micro-batches, steps, the model's layers.
+// global batch, micro-batches, steps, the model's layers, a mesh's axes (1
+// without one).
 // And what the run's strategy says of it in closed form (its
 // StrategyDescription): model states per node, bytes per node per step (the
 // mean over nodes and the busiest node's).
@@ -30,6 +33,10 @@ const QStringList kConfigNames = {QStringLiteral("N"),
                                   QStringLiteral("M"),
                                   QStringLiteral("steps"),
                                   QStringLiteral("layers"),
+                                  QStringLiteral("dp"),
+                                  QStringLiteral("tp"),
+                                  QStringLiteral("pp"),
+                                  QStringLiteral("cp"),
                                   QStringLiteral("planned_model_states"),
                                   QStringLiteral("planned_bytes_per_step"),
                                   QStringLiteral("planned_bytes_per_step_max")};
@@ -160,7 +167,7 @@ const QStringList kRunKeys = {
     QStringLiteral("optimizer"), QStringLiteral("lr"),           QStringLiteral("seed"),
     QStringLiteral("placement"), QStringLiteral("micro-batches"), QStringLiteral("schedule"),
     QStringLiteral("slow-motion"), QStringLiteral("slow"),       QStringLiteral("link"),
-    QStringLiteral("test-every"), QStringLiteral("record"),
+    QStringLiteral("test-every"), QStringLiteral("record"),      QStringLiteral("mesh"),
 };
 QStringList strategyList()
 {
@@ -313,6 +320,31 @@ private:
         return x;
     }
 
+    // mesh=dp=2,tp=2,pp=2 (its value holds '=' and ','; the key ends at the
+    // first '='): a mesh that parses, whose product is the nodes (given, or
+    // set from it), whose tp and cp have the gpt to split.
+    void checkMesh(QMap<QString, QString> &settings)
+    {
+        const QString spec = settings.value(QStringLiteral("mesh"));
+        const QString field = QStringLiteral("run mesh");
+        net::DeviceMesh mesh;
+        try {
+            mesh = net::DeviceMesh::parse(spec.toStdString());
+        } catch (const std::invalid_argument &e) {
+            QString why = QString::fromUtf8(e.what()); // "--mesh SPEC: why": the why
+            if (const int at = int(why.indexOf(QLatin1String(": "))); why.startsWith(QLatin1String("--mesh")) && at > 0)
+                why = why.mid(at + 2);
+            fail(field, QStringLiteral("'%1': %2").arg(spec, why));
+        }
+        const QString nodes = settings.value(QStringLiteral("nodes"));
+        if (!nodes.isEmpty() && nodes.toInt() != mesh.nodes())
+            fail(field, QStringLiteral("'%1' has %2 nodes, nodes=%3").arg(spec).arg(mesh.nodes()).arg(nodes));
+        settings.insert(QStringLiteral("nodes"), QString::number(mesh.nodes()));
+        if ((mesh.size(net::MeshAxis::Tp) > 1 || mesh.size(net::MeshAxis::Cp) > 1) &&
+            settings.value(QStringLiteral("model")) != QLatin1String("gpt"))
+            fail(field, QStringLiteral("'%1' splits attention (tp, cp): it needs model=gpt").arg(spec));
+    }
+
     LessonRun parseRun(const QString &value)
     {
         LessonRun run;
@@ -389,6 +421,8 @@ private:
         }
         if (!run.settings.contains(QStringLiteral("strategy")))
             fail(m_key, QStringLiteral("needs strategy=..."));
+        if (run.settings.contains(QStringLiteral("mesh")))
+            checkMesh(run.settings);
         for (auto it = run.slowdown.keyBegin(); it != run.slowdown.keyEnd(); ++it)
             if (*it >= run.settings.value(QStringLiteral("nodes"), QStringLiteral("4")).toInt())
                 fail(QStringLiteral("run slow"), QStringLiteral("rank %1 is not in the run").arg(*it));

@@ -48,7 +48,8 @@ struct LessonReveal {
 struct LessonRun {
     QString name; // how later reveals refer to its figures ("ddp.bytes_per_step"); default: the strategy
     QMap<QString, QString> settings; // strategy, model, nodes, batch, steps, optimizer, lr, seed,
-                                     // placement, micro-batches, schedule, slow-motion
+                                     // placement, micro-batches, schedule, slow-motion,
+                                     // mesh ("dp=2,tp=2,pp=2"; nodes is then its product)
     QMap<int, double> slowdown;      // rank -> factor
     struct Link {
         double mbit = 0;

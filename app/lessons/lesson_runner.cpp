@@ -1,6 +1,7 @@
 #include "lesson_runner.h"
 
 #include "engine/strategies/strategy_registry.h"
+#include "net/device_mesh.h"
 #include "widgets/paint/palette.h"
 #include "widgets/step_number.h"
 
@@ -43,6 +44,7 @@ RunSettings settingsOf(const LessonRun &run)
     take("placement", s.placement, text);
     take("micro-batches", s.microBatches, whole);
     take("schedule", s.schedule, text);
+    take("mesh", s.mesh, text);
     s.testEvery = m.value(QStringLiteral("test-every"), QStringLiteral("0")).toLongLong();
     take("slow-motion", s.slowMotion, [](const QString &v) { return v.toDouble(); });
     return s;
@@ -466,6 +468,14 @@ engine::RunFigures LessonRunner::runFigures(const RunMeasurement &m)
         const NodeMeasurement &n = m.ranks[rank];
         engine::NodeFigures &f = r.byNode[rank];
         f.bytesSentPerStep = double(n.stepBytesSent) / steps;
+        auto axis = [&](const char *name) -> std::optional<double> {
+            const auto it = n.stepBytesByAxis.constFind(QLatin1String(name));
+            return it == n.stepBytesByAxis.cend() ? std::nullopt : std::optional<double>(double(*it) / steps);
+        };
+        f.dpBytesPerStep = axis("dp");
+        f.tpBytesPerStep = axis("tp");
+        f.ppBytesPerStep = axis("pp");
+        f.cpBytesPerStep = axis("cp");
         f.idleShare = n.idleShare;
         f.heldAtStepEnd = double(n.memory.params + n.memory.grads + n.memory.optimizer);
         f.paramsAtEnd = double(n.memory.params);
@@ -526,6 +536,9 @@ std::optional<double> LessonRunner::configFigure(const QString &run, const QStri
         return double(s.globalBatch);
     if (f == QLatin1String("M"))
         return double(std::max<qint64>(1, s.microBatches));
+    for (net::MeshAxis axis : net::kMeshAxes) // a mesh's axes (1 without one)
+        if (f == QLatin1String(net::meshAxisName(axis)))
+            return double(s.mesh.isEmpty() ? 1 : net::DeviceMesh::parse(s.mesh.toStdString()).size(axis));
     if (f == QLatin1String("steps"))
         return double(finished ? it->steps : s.steps);
     // Parameters: the finished run's count, or the shard map's (every

@@ -325,6 +325,7 @@ struct ReplayController::Private : engine::SessionEventSink {
         auto state = std::make_shared<widgets::ClusterState>();
         state->strategy = QString::fromStdString(h.strategy);
         state->topology = topologyOf(state->strategy);
+        state->mesh = QJsonDocument::fromJson(h.configJson).object().value(QStringLiteral("mesh")).toString();
         state->step = lastStep;
         state->current = shown.id != 0 ? shown.step : -1; // one step number at a pause (widgets/step_number.h)
         state->steps = h.steps;

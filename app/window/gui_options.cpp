@@ -1,6 +1,7 @@
 #include "gui_options.h"
 
 #include "engine/breakpoints/breakpoint_spec.h"
+#include "net/device_mesh.h"
 #include "net/socket_util.h"
 
 #include <QCommandLineParser>
@@ -27,7 +28,7 @@ constexpr Flag kFlags[] = {
     {"strategy", "S"},          {"backend", "B"},       {"screenshot", "FILE"}, {"replay", "SESSION"},
     {"compare", "SESSION"},     {"listen", "PORT"},     {"token", "T"},         {"advertise", "ADDR"},
     {"timeline-budget", "MIB"}, {"lesson", "NAME"},     {"lesson-step", "K"},   {"break", "SPEC"},
-    {"view", "NAME"}};
+    {"view", "NAME"},           {"model", "M"},         {"mesh", "SPEC"}};
 
 // Reads the flags of one parse; the first bad value is the one reported.
 class FlagReader {
@@ -59,12 +60,42 @@ private:
     GuiOptions &m_options;
 };
 
-// What the next run is: strategy, backend, nodes, steps.
+// A device mesh: its product is the node count (--nodes, if given, must agree).
+void readMesh(FlagReader &r, GuiOptions &o)
+{
+    if (!r.isSet("mesh"))
+        return;
+    o.mesh = r.value("mesh").trimmed();
+    try {
+        const net::DeviceMesh mesh = net::DeviceMesh::parse(o.mesh.toStdString());
+        if (mesh.nodes() > kMaxGuiNodes)
+            r.fail(QStringLiteral("--mesh %1 has %2 nodes, more than %3")
+                       .arg(o.mesh)
+                       .arg(mesh.nodes())
+                       .arg(kMaxGuiNodes));
+        else if (r.isSet("nodes") && o.nodes != mesh.nodes())
+            r.fail(QStringLiteral("--mesh %1 has %2 nodes, --nodes says %3")
+                       .arg(o.mesh)
+                       .arg(mesh.nodes())
+                       .arg(o.nodes));
+        else
+            o.nodes = mesh.nodes();
+    } catch (const std::invalid_argument &e) {
+        r.fail(QString::fromUtf8(e.what())); // "--mesh SPEC: why"
+    }
+}
+
+// What the next run is: strategy, model, backend, nodes, mesh, steps.
 void readRun(FlagReader &r, GuiOptions &o)
 {
     bool ok = false;
     if (r.isSet("strategy"))
         o.strategy = r.value("strategy");
+    if (r.isSet("model")) {
+        o.model = r.value("model");
+        if (o.model != QLatin1String("mlp") && o.model != QLatin1String("gpt"))
+            r.fail(QStringLiteral("--model takes mlp or gpt, got '%1'").arg(o.model));
+    }
     if (r.isSet("backend")) {
         o.backend = r.value("backend");
         if (o.backend != QLatin1String("ours") && o.backend != QLatin1String("gloo"))
@@ -77,11 +108,13 @@ void readRun(FlagReader &r, GuiOptions &o)
                        .arg(kMaxGuiNodes)
                        .arg(r.value("nodes")));
     }
+    readMesh(r, o);
 }
 
 // The views --view may name (MainWindow::showView's keys).
-const QStringList kViews = {QStringLiteral("node"),      QStringLiteral("memory"), QStringLiteral("shards"),
-                            QStringLiteral("placement"), QStringLiteral("inspector"), QStringLiteral("log"),
+const QStringList kViews = {QStringLiteral("node"),      QStringLiteral("memory"),
+                            QStringLiteral("shards"),    QStringLiteral("placement"),
+                            QStringLiteral("inspector"), QStringLiteral("log"),
                             QStringLiteral("charts"),    QStringLiteral("timeline")};
 
 // A lesson, a replay and a compared run, and which go together.
@@ -102,7 +135,8 @@ void readLessonAndReplay(FlagReader &r, GuiOptions &o)
     }
     o.view = r.value("view");
     if (r.isSet("view") && !kViews.contains(o.view))
-        r.fail(QStringLiteral("--view takes one of %1, got '%2'").arg(kViews.join(QStringLiteral(", ")), o.view));
+        r.fail(QStringLiteral("--view takes one of %1, got '%2'")
+                   .arg(kViews.join(QStringLiteral(", ")), o.view));
     if (r.isSet("break")) {
         o.breakAt = r.value("break").trimmed();
         try {

@@ -36,17 +36,21 @@ struct GuiOptions {
     int nodes = kDefaultGuiNodes;
     int steps = -1; // -1: not given
     QString strategy = QStringLiteral("ddp");
+    QString model; // --model mlp|gpt; "": the tool bar's default
+    // --mesh dp=2,tp=2,pp=2: a device mesh for the next run; sets the
+    // nodes to its product (a --nodes that disagrees is an error).
+    QString mesh;
     QString backend = QStringLiteral("ours"); // who runs the collectives: ours or gloo (c10d)
     QString screenshot;
     QString replay;
-    QString compare; // with replay: a second session beside it
-    QString lesson;      // --lesson NAME|FILE: open it at start
-    int lessonStep = -1; // --lesson-step K: run it to step K (1-based); -1: stay at its first step
-    QString breakAt;     // --break SPEC: a breakpoint before the run (with --screenshot: save at the pause)
-    QString view;        // --view NAME: the view shown at start (MainWindow::showView's keys)
+    QString compare;       // with replay: a second session beside it
+    QString lesson;        // --lesson NAME|FILE: open it at start
+    int lessonStep = -1;   // --lesson-step K: run it to step K (1-based); -1: stay at its first step
+    QString breakAt;       // --break SPEC: a breakpoint before the run (with --screenshot: save at the pause)
+    QString view;          // --view NAME: the view shown at start (MainWindow::showView's keys)
     ListenSettings listen; // what the flags set; unset fields come from the remembered settings
     int timelineBudgetMiB = 256; // the live timeline's memory budget (0: none); replays are never trimmed
-    QString error;         // one line, for "smolcluster: <error> (try --help)"
+    QString error;               // one line, for "smolcluster: <error> (try --help)"
 };
 
 GuiOptions parseGuiOptions(const QStringList &args);

@@ -2,6 +2,7 @@
 
 #include "engine/breakpoints/breakpoint_spec.h"
 #include "gui_options.h"
+#include "net/device_mesh.h"
 #include "number_field.h"
 #include "widgets/flow_layout.h"
 
@@ -112,8 +113,25 @@ void RunControls::buildSettings()
         tr("Who runs the collectives: our transport (every packet on the timeline) or c10d's "
            "Gloo (each collective one span, its packets not visible; Gloo's links between the "
            "nodes are not authenticated)"));
+    m_mesh = new QLineEdit(this);
+    m_mesh->setObjectName(QStringLiteral("meshField"));
+    m_mesh->setPlaceholderText(tr("e.g. dp=2,tp=2,pp=2"));
+    m_mesh->setToolTip(
+        tr("Mesh: the nodes as a grid, one axis per parallelism, any of dp (data-parallel replicas, "
+           "running the strategy: ddp, zero1 or zero2), pp (pipeline stages), cp (context parallel: "
+           "blocks of the sequence) and tp (tensor parallel slices of each layer); tp and cp need the gpt. "
+           "The product is the node count. Rank order: tp fastest, then cp, pp, dp "
+           "(rank = ((dp\u00b7PP + pp)\u00b7CP + cp)\u00b7TP + tp). Empty: the strategy alone."));
+    m_meshLabel = new QLabel(tr("mesh"), this);
+    // Label and field stay together when the row wraps.
+    m_meshBox = new QWidget(this);
+    auto *ml = new QHBoxLayout(m_meshBox);
+    ml->setContentsMargins(0, 0, 0, 0);
+    ml->addWidget(m_meshLabel);
+    ml->addWidget(m_mesh);
     for (QWidget *w : settingWidgets())
         m_flow->addWidget(w);
+    m_flow->addWidget(m_meshBox);
 }
 
 void RunControls::buildSlowMotion()
@@ -165,11 +183,13 @@ void RunControls::buildBreakpointField()
 void RunControls::connectSettings()
 {
     auto pipelineShown = [this] {
-        const bool pipeline = m_strategy->currentText() == QLatin1String("pipeline");
+        const bool pipeline = m_strategy->currentText() == QLatin1String("pipeline") || meshStages() > 1;
         m_microBatches->setVisible(pipeline);
         m_schedule->setVisible(pipeline);
     };
     connect(m_strategy, &QComboBox::currentTextChanged, this, pipelineShown);
+    connect(m_mesh, &QLineEdit::textChanged, this, pipelineShown);
+    connect(m_mesh, &QLineEdit::textChanged, this, &RunControls::followMesh);
     pipelineShown();
     connect(m_nodes, &QSpinBox::valueChanged, this, &RunControls::shapeChanged);
     connect(m_model, &QComboBox::currentTextChanged, this, &RunControls::shapeChanged);
@@ -178,7 +198,30 @@ void RunControls::connectSettings()
     connect(m_nodes, &QSpinBox::valueChanged, this, &RunControls::updateProblem);
     connect(m_batch, &QSpinBox::valueChanged, this, &RunControls::updateProblem);
     connect(m_microBatches, &QSpinBox::valueChanged, this, &RunControls::updateProblem);
+    connect(m_mesh, &QLineEdit::textChanged, this, &RunControls::updateProblem);
     updateProblem();
+}
+
+// A mesh that parses sets the node count to its product (a bad one leaves
+// it, and the warning line says what is wrong).
+void RunControls::followMesh()
+{
+    try {
+        const net::DeviceMesh mesh = net::DeviceMesh::parse(m_mesh->text().trimmed().toStdString());
+        if (!m_mesh->text().trimmed().isEmpty() && mesh.nodes() <= m_nodes->maximum())
+            m_nodes->setValue(mesh.nodes());
+    } catch (const std::invalid_argument &) {
+    }
+}
+
+// The mesh's pipeline stages (1 without a mesh or with a bad one).
+int RunControls::meshStages() const
+{
+    try {
+        return net::DeviceMesh::parse(m_mesh->text().trimmed().toStdString()).size(net::MeshAxis::Pp);
+    } catch (const std::invalid_argument &) {
+        return 1;
+    }
 }
 
 // The next run's settings in the order the flow shows them (slow motion,
@@ -200,9 +243,9 @@ void RunControls::fitToFont()
 {
     // Room for the longest text each shows, in the current (projector) font.
     m_slowLabel->setMinimumWidth(m_slowLabel->fontMetrics().horizontalAdvance(tr("slow motion 50x")));
-    m_breakpoint->setMinimumWidth(
-        m_breakpoint->fontMetrics().horizontalAdvance(m_breakpoint->placeholderText()) +
-        m_breakpoint->fontMetrics().averageCharWidth() * 3);
+    for (QLineEdit *field : {m_breakpoint, m_mesh})
+        field->setMinimumWidth(field->fontMetrics().horizontalAdvance(field->placeholderText()) +
+                               field->fontMetrics().averageCharWidth() * 3);
 }
 
 QWidget *RunControls::buildWarning()
@@ -264,6 +307,7 @@ RunSettings RunControls::settings() const
     s.microBatches = m_microBatches->value();
     s.schedule = m_schedule->currentText();
     s.backend = m_backend->currentData().toString();
+    s.mesh = m_mesh->text().trimmed();
     return s;
 }
 
@@ -281,6 +325,9 @@ void RunControls::setSettings(const RunSettings &s)
     m_microBatches->setValue(int(s.microBatches));
     m_schedule->setCurrentText(s.schedule);
     m_backend->setCurrentIndex(std::max(0, m_backend->findData(s.backend)));
+    m_mesh->setText(s.mesh);
+    // The settings' count, even where the mesh's product differs (the warning says so).
+    m_nodes->setValue(s.nodes);
     updateProblem();
 }
 
@@ -299,6 +346,7 @@ void RunControls::setSettingsEnabled(bool on)
 {
     for (QWidget *w : settingWidgets())
         w->setEnabled(on);
+    m_mesh->setEnabled(on);
     m_slowMotion->setEnabled(on);
     if (on != m_settingsEnabled) {
         m_settingsEnabled = on;

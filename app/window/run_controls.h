@@ -1,6 +1,7 @@
 // The run controls along the top of the window: Start, Pause, Step, Stop;
 // the next run's settings (strategy, model, nodes, batch, steps, optimizer,
-// lr, seed; micro-batches and schedule for a pipeline); slow motion; the
+// lr, seed; micro-batches and schedule for a pipeline; the device mesh,
+// "dp=2,tp=2,pp=2", whose product sets the node count); slow motion; the
 // breakpoint field with the active breakpoints beside it as chips (click
 // one to remove it); and, under them, a warning line when the settings
 // cannot run, with buttons that fix them. Everything sits in a flow layout
@@ -47,7 +48,7 @@ public:
     QAction *stepAction() const { return m_step; }
     QAction *stopAction() const { return m_stop; }
 
-    // strategy … slowMotion, microBatches, schedule (not placement or recordPath).
+    // strategy … slowMotion, microBatches, schedule, mesh (not placement or recordPath).
     RunSettings settings() const;
     void setSettings(const RunSettings &settings);
     // A replay's configuration, shown disabled; nullopt: the user's settings again.
@@ -68,8 +69,8 @@ public:
     bool addBreakpoint(const QString &spec, QString *why);
 
 Q_SIGNALS:
-    void shapeChanged();     // the model or the node count changed (the pipeline placement starts again)
-    void problemChanged();   // problem() is different
+    void shapeChanged();   // the model or the node count changed (the pipeline placement starts again)
+    void problemChanged(); // problem() is different
     void message(const QString &text, int timeoutMs);
 
 protected:
@@ -87,6 +88,8 @@ private:
     void fitToFont();
     void updateProblem();
     void showBreakpoints();
+    void followMesh();
+    int meshStages() const;
 
     EngineController *m_engine;
     QAction *m_start = nullptr;
@@ -104,6 +107,9 @@ private:
     QSpinBox *m_microBatches = nullptr;
     QComboBox *m_schedule = nullptr;
     QComboBox *m_backend = nullptr; // ours | gloo
+    QLineEdit *m_mesh = nullptr;    // "" or "dp=2,tp=2,pp=2"
+    QLabel *m_meshLabel = nullptr;
+    QWidget *m_meshBox = nullptr; // the label and the field, kept together
     QLabel *m_slowLabel = nullptr;
     QSlider *m_slowMotion = nullptr;
     QLineEdit *m_breakpoint = nullptr;

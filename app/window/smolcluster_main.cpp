@@ -26,7 +26,8 @@ namespace {
 
 using smol::app::GuiOptions;
 
-const char kUsage[] = R"(Usage: smolcluster [--nodes N] [--strategy S] [--backend B] [--steps K] [--projector]
+const char kUsage[] = R"(Usage: smolcluster [--nodes N] [--strategy S] [--model M] [--mesh SPEC] [--backend B]
+                   [--steps K] [--projector]
                    [--listen PORT --token T [--advertise ADDR]] [--timeline-budget MIB]
                    [--replay SESSION [--compare SESSION]] [--lesson NAME|FILE [--lesson-step K]]
                    [--break SPEC] [--view NAME] [--screenshot FILE.png]
@@ -45,7 +46,15 @@ Without either: any free port and a new random token at every start.
 
 Options:
   --nodes N              local nodes, 1 to 64 (default 4)
-  --strategy S           strategy preselected in the tool bar (default ddp)
+  --strategy S           strategy preselected in the tool bar (default ddp);
+                         with --mesh, what its dp axis does (ddp, zero1, zero2)
+  --model M              model preselected in the tool bar: mlp or gpt
+                         (default mlp)
+  --mesh SPEC            a device mesh for the run, any of dp, pp, cp, tp:
+                         dp=2,tp=2,pp=2; the nodes are its product (a --nodes
+                         that disagrees is an error); tp and cp need --model
+                         gpt. Rank order: tp fastest, then cp, pp, dp. The
+                         cluster view draws the nodes as the mesh's grid
   --backend B            who runs the collectives: ours (every packet on the
                          timeline) or gloo (c10d's ProcessGroupGloo: one
                          span per collective; docs/runtime.md) (default ours)
@@ -308,6 +317,9 @@ int main(int argc, char **argv)
     settings.strategy = options.strategy;
     settings.backend = options.backend;
     settings.nodes = options.nodes;
+    if (!options.model.isEmpty())
+        settings.model = options.model;
+    settings.mesh = options.mesh;
     if (options.steps > 0)
         settings.steps = options.steps;
     else if (!options.screenshot.isEmpty())

@@ -56,7 +56,11 @@ void BreakConsole::run()
 void BreakConsole::print(const PauseState &p)
 {
     std::lock_guard lock(m_outMutex);
+    // The collective that hit (a mesh's other groups are held at their own).
     const TensorSnapshot *first = p.inputs.empty() ? nullptr : &p.inputs.front();
+    for (const TensorSnapshot &s : p.inputs)
+        if (s.node == p.hitNode)
+            first = &s;
     if (m_json) {
         QJsonArray nodes;
         for (const TensorSnapshot &s : p.inputs)
@@ -83,7 +87,7 @@ void BreakConsole::print(const PauseState &p)
     m_out << "\npaused (" << QString::fromStdString(p.reason) << ", hit on node " << p.hitNode << ")";
     if (first)
         m_out << " at " << net::collectiveName(first->kind) << " '" << QString::fromStdString(first->name)
-              << "' seq " << first->seq << ", step " << first->step;
+              << "' seq " << net::seqInGroup(first->seq) << ", step " << first->step;
     m_out << ": " << p.inputs.size() << " node(s) held" << (p.complete ? "" : " (not every node reached it)")
           << "\n";
     for (const TensorSnapshot &s : p.inputs) {
@@ -92,6 +96,8 @@ void BreakConsole::print(const PauseState &p)
               << "  mean " << QString::number(s.stats.mean, 'g', 5) << "  std "
               << QString::number(s.stats.std, 'g', 5) << "  L2 " << QString::number(s.stats.l2, 'g', 6)
               << "  NaN " << s.stats.nanCount;
+        if (first && s.name != first->name) // held at another group's collective
+            m_out << "  at " << net::collectiveName(s.kind) << " '" << QString::fromStdString(s.name) << "'";
         if (s.count != s.total)
             m_out << "  (" << QString::fromStdString(partLabel(s)) << ")";
         m_out << "\n";

@@ -66,21 +66,27 @@ Breakpoint parseBreakpoint(const std::string &spec)
         return b;
     }
     const std::size_t cut = spec.find_first_of("@,");
+    const std::string grammar = "KIND[@AXIS][@step=N][,rank=R][,name=SUBSTR] or next";
     const std::string kind = spec.substr(0, cut);
     const auto it = std::find_if(std::begin(kKinds), std::end(kKinds), [&](const KindName &k) { return kind == k.name; });
     if (it == std::end(kKinds))
         throw std::invalid_argument("bad breakpoint '" + spec +
-                                    "': expected KIND[@step=N][,rank=R][,name=SUBSTR] or next, with KIND one of "
+                                    "': expected " + grammar + ", with KIND one of "
                                     "allreduce, reducescatter, allgather, broadcast, barrier, gather, scatter, "
                                     "sendrecv, push, pull, any");
     b.kind = it->kind;
     std::size_t at = cut;
     while (at != std::string::npos && at < spec.size()) {
-        const std::size_t end = spec.find(',', at + 1);
+        const std::size_t end = spec.find_first_of("@,", at + 1);
         const std::string item = spec.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
         const std::size_t eq = item.find('=');
         const std::string key = item.substr(0, eq);
         const std::string value = eq == std::string::npos ? std::string() : item.substr(eq + 1);
+        if (eq == std::string::npos && (item == "dp" || item == "tp" || item == "pp" || item == "cp")) {
+            b.axis = item;
+            at = end;
+            continue;
+        }
         if (eq == std::string::npos)
             throw std::invalid_argument("bad breakpoint '" + spec + "': expected key=value, got '" + item + "'");
         if (key == "step")
@@ -91,13 +97,13 @@ Breakpoint parseBreakpoint(const std::string &spec)
             b.name = value;
         else
             throw std::invalid_argument("bad breakpoint '" + spec + "': unknown condition '" + item +
-                                        "' (step=N, rank=R, name=SUBSTR)");
+                                        "' (an axis dp, tp, pp or cp; step=N, rank=R, name=SUBSTR)");
         at = end;
     }
     return b;
 }
 
-bool Breakpoint::matches(const net::CollectiveInfo &info, std::int64_t atStep) const
+bool Breakpoint::matches(const net::CollectiveInfo &info, std::int64_t atStep, int node) const
 {
     if (next)
         return true;
@@ -107,8 +113,13 @@ bool Breakpoint::matches(const net::CollectiveInfo &info, std::int64_t atStep) c
         return false;
     // Every rank enters the same collective, so the rank condition picks
     // among point-to-point calls only.
-    if (rank >= 0 && isPointToPoint(info.kind) && rank != info.rank)
+    if (rank >= 0 && isPointToPoint(info.kind) && rank != node)
         return false;
+    if (!axis.empty()) { // "dp+cp" (the gradients' group) is on both axes
+        const std::string axes = "+" + info.axis + "+";
+        if (axes.find("+" + axis + "+") == std::string::npos)
+            return false;
+    }
     return name.empty() || info.name.find(name) != std::string::npos;
 }
 

@@ -220,10 +220,11 @@ BreakpointController::waitForStepResults(std::chrono::milliseconds timeout)
 
 // ---- node side --------------------------------------------------------------
 
-bool BreakpointController::matchesAny(const net::CollectiveInfo &info, std::int64_t atStep, std::string *reason) const
+bool BreakpointController::matchesAny(const net::CollectiveInfo &info, std::int64_t atStep, int node,
+                                      std::string *reason) const
 {
     for (const Breakpoint &b : m_breakpoints)
-        if (!b.next && b.matches(info, atStep)) {
+        if (!b.next && b.matches(info, atStep, node)) {
             *reason = b.text;
             return true;
         }
@@ -256,26 +257,27 @@ std::uint64_t BreakpointController::decide(int node, std::int64_t atStep, const 
         return 0;
     std::string reason;
     if (!isPointToPoint(info.kind)) {
-        // Decided once per sequence number, by the first node to get there.
-        auto [it, fresh] = m_decisions.try_emplace(info.seq);
+        // Decided once per collective (of a group: the group's members are
+        // the arrivals), by the first node to get there.
+        auto [it, fresh] = m_decisions.try_emplace(std::make_pair(info.seq, info.leader()));
         Decision &d = it->second;
         if (fresh) {
             if (m_paused) {
                 d.pauseId = m_pauseId;
-            } else if (m_pendingPause || matchesAny(info, atStep, &reason)) {
+            } else if (m_pendingPause || matchesAny(info, atStep, node, &reason)) {
                 startPause(reason.empty() ? m_pendingReason : reason, node);
                 d.pauseId = m_pauseId;
             }
         }
         const std::uint64_t pauseId = d.pauseId;
-        if (++d.arrivals >= m_nodes)
+        if (++d.arrivals >= (info.members ? std::min(info.worldSize, m_nodes) : m_nodes))
             m_decisions.erase(it);
         if (pauseId == 0 || !m_paused || pauseId != m_pauseId)
             return 0; // S runs through (or its pause is already over)
         return pauseId;
     }
     if (!m_paused) {
-        if (!m_pendingPause && !matchesAny(info, atStep, &reason))
+        if (!m_pendingPause && !matchesAny(info, atStep, node, &reason))
             return 0;
         startPause(reason.empty() ? m_pendingReason : reason, node);
     }

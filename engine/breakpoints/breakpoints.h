@@ -115,7 +115,7 @@ private:
 
     void before(int node, std::int64_t step, const net::CollectiveInfo &info);
     void after(int node, std::int64_t step, const net::CollectiveInfo &info);
-    bool matchesAny(const net::CollectiveInfo &info, std::int64_t step, std::string *reason) const;
+    bool matchesAny(const net::CollectiveInfo &info, std::int64_t step, int node, std::string *reason) const;
     void startPause(const std::string &reason, int hitNode);
     void hold(Lock &lock, int node, std::int64_t step, const net::CollectiveInfo &info);
     std::shared_ptr<const PauseState> publishIfReady();
@@ -139,7 +139,9 @@ private:
     bool m_aborted = false;
     bool m_pendingPause = false;
     std::string m_pendingReason;
-    std::map<std::uint64_t, Decision> m_decisions; // collective seq -> decision
+    // (collective seq, its group's leader) -> decision: one per collective of
+    // one group (CollectiveInfo::leader; the world's leader is 0).
+    std::map<std::pair<std::uint64_t, int>, Decision> m_decisions;
 
     // The current pause.
     bool m_paused = false;

@@ -223,8 +223,10 @@ TensorSnapshot takePartSnapshot(const net::CollectiveInfo &info, bool before, in
     s.step = step;
     s.kind = info.kind;
     s.seq = info.seq;
-    s.name = info.name;
-    s.peer = info.peer;
+    s.name = info.label(); // a group's: its axis and members, for the inspector
+    s.peer = info.members && info.peer >= 0 && std::size_t(info.peer) < info.members->size()
+                 ? (*info.members)[std::size_t(info.peer)] // a group rank: the node's rank
+                 : info.peer;
     s.before = before;
     s.offset = std::int64_t(part.offset);
     s.total = std::int64_t(info.buffer.count);

@@ -7,19 +7,37 @@
 // result comes back as `coll_after`. Calls of an ended epoch go through.
 #include "coordinator_private.h"
 
+#include <algorithm>
+
 namespace smol::engine {
 
 namespace {
 
-net::CollectiveInfo infoFrom(const QJsonObject &o, void *data)
+// `members` keeps a group's member list for info.members (bounded: at most
+// kMaxNodes ranks, each a rank of the run, or none at all).
+net::CollectiveInfo infoFrom(const QJsonObject &o, void *data, std::vector<int> &members)
 {
     net::CollectiveInfo info;
+    members.clear();
+    const QJsonArray given = o.value(QStringLiteral("members")).toArray();
+    for (const QJsonValue &v : given) {
+        const int m = v.toInt(-1);
+        if (m < 0 || m >= kMaxNodes || given.size() > kMaxNodes) {
+            members.clear();
+            break;
+        }
+        members.push_back(m);
+    }
+    if (!members.empty())
+        info.members = &members;
+    info.group = std::uint32_t(std::clamp(o.value(QStringLiteral("group")).toInt(), 0, int(net::kMaxGroupId)));
+    info.axis = o.value(QStringLiteral("axis")).toString().left(8).toStdString();
     const int kind = o.value(QStringLiteral("kind")).toInt();
     info.kind = net::isValidCollectiveKind(std::uint8_t(kind)) ? net::CollectiveKind(kind)
                                                                : net::CollectiveKind::None;
     info.seq = o.value(QStringLiteral("seq")).toString().toULongLong();
     info.name = o.value(QStringLiteral("name")).toString().toStdString();
-    info.rank = o.value(QStringLiteral("rank")).toInt();
+    info.rank = o.value(members.empty() ? QLatin1String("rank") : QLatin1String("group_rank")).toInt();
     info.worldSize = o.value(QStringLiteral("world")).toInt();
     info.peer = o.value(QStringLiteral("peer")).toInt();
     const int dtype = o.value(QStringLiteral("dtype")).toInt();
@@ -78,6 +96,7 @@ void Coordinator::Private::proxyLoop(int node, Proxy *p)
 {
     BreakpointController *ctl = nullptr;
     int rank = -1;
+    std::vector<int> members, probeMembers; // a group's, for the infos below
     {
         std::lock_guard lock(mutex);
         ctl = breakpoints;
@@ -88,14 +107,14 @@ void Coordinator::Private::proxyLoop(int node, Proxy *p)
         const std::int64_t step = std::int64_t(m->json.value(QStringLiteral("step")).toDouble());
         rank = m->json.value(QStringLiteral("rank")).toInt();
         if (m->type() == "coll_after") {
-            net::CollectiveInfo info = infoFrom(m->json, m->blob.data());
+            net::CollectiveInfo info = infoFrom(m->json, m->blob.data(), members);
             if (m->blob.size() == qsizetype(info.buffer.bytes()))
                 ctl->afterRemote(rank, step, info);
             continue;
         }
         if (m->type() != "coll")
             continue;
-        const net::CollectiveInfo probe = infoFrom(m->json, nullptr);
+        const net::CollectiveInfo probe = infoFrom(m->json, nullptr, probeMembers);
         const std::uint64_t pauseId = ctl->decide(rank, step, probe);
         if (pauseId == 0) {
             send(node, QJsonObject{{"type", "coll_go"}, {"epoch", epoch}, {"call", call}});
@@ -105,7 +124,7 @@ void Coordinator::Private::proxyLoop(int node, Proxy *p)
         std::optional<net::ControlMessage> buffer = proxyNext(p);
         if (!buffer)
             break;
-        net::CollectiveInfo info = infoFrom(m->json, buffer->blob.data());
+        net::CollectiveInfo info = infoFrom(m->json, buffer->blob.data(), members);
         std::function<void(int, const std::vector<std::string> &)> gatheredTo;
         {
             std::lock_guard lock(mutex);

@@ -33,6 +33,8 @@
 #include "engine/checkpoint_file.h"
 #include "engine/models/model.h"
 #include "engine/strategy.h"
+#include "net/communicator.h"
+#include "net/device_mesh.h"
 
 #include <QJsonDocument>
 
@@ -634,6 +636,13 @@ private:
             // gathers between them), per rank: extra["bytes_in_steps@R"].
             if (o.contains(QStringLiteral("bytes_in_steps")))
                 s.extra["bytes_in_steps@" + std::to_string(q)] = o.value(QStringLiteral("bytes_in_steps")).toDouble();
+            if (!m_config.mesh.empty()) { // a mesh's: by axis, from the node's by group
+                std::vector<std::uint64_t> byGroup;
+                for (const QJsonValue &v : o.value(QStringLiteral("bytes_in_steps_by_group")).toArray())
+                    if (byGroup.size() <= net::kMaxGroupId)
+                        byGroup.push_back(std::uint64_t(std::clamp(v.toDouble(), 0.0, 9e15)));
+                s.bytesInStepsByAxis.push_back(net::DeviceMesh::parse(m_config.mesh).byAxis(byGroup));
+            }
             s.peakBytesPerNode.push_back(std::int64_t(o.value(QStringLiteral("peak")).toDouble()));
             s.memoryPerNode.push_back(memoryFromJson(o.value(QStringLiteral("memory")).toObject()));
             const QJsonObject st = o.value(QStringLiteral("stats")).toObject();

@@ -74,6 +74,7 @@ struct EpochTraining {
     // held-out-loss gathers the runtime adds between them.
     std::uint64_t bytesInSteps = 0;
     std::uint64_t bytesMark = 0;
+    std::vector<std::uint64_t> bytesInStepsByGroup, bytesMarkByGroup; // the same by process group
 };
 
 class Agent;

@@ -35,6 +35,7 @@
 #include "net/errors.h"
 
 #include <QHostAddress>
+#include <QJsonArray>
 #include <QNetworkInterface>
 
 #include <numeric>
@@ -233,6 +234,13 @@ NodeRun Agent::nodeRunOf(Epoch &e, EpochTraining &t)
         const std::uint64_t sentNow = e.telemetry.bytesSent();
         t.bytesInSteps += sentNow - std::min(t.bytesMark, sentNow);
         t.bytesMark = sentNow;
+        const std::vector<std::uint64_t> byGroup = e.telemetry.bytesSentByGroup();
+        t.bytesInStepsByGroup.resize(byGroup.size());
+        t.bytesMarkByGroup.resize(byGroup.size());
+        for (std::size_t g = 0; g < byGroup.size(); ++g) {
+            t.bytesInStepsByGroup[g] += byGroup[g] - std::min(t.bytesMarkByGroup[g], byGroup[g]);
+            t.bytesMarkByGroup[g] = byGroup[g];
+        }
         {
             // A strategy that sends nothing (single, a 1-node world) learns
             // of an abort here, at its step boundary.
@@ -252,6 +260,7 @@ NodeRun Agent::nodeRunOf(Epoch &e, EpochTraining &t)
     run.onCheckpoint = [this, &e, &t](std::int64_t stepsDone, const torch::Tensor &params,
                                       const OptimizerMoments &moments) {
         t.bytesMark = e.telemetry.bytesSent();
+        t.bytesMarkByGroup = e.telemetry.bytesSentByGroup();
         if (e.a.recoveryEvery > 0 && stepsDone % e.a.recoveryEvery == 0) {
             memory::NodeScope uncharged(-1); // the runtime's copy, not the training's memory
             e.ckpt.params = params.clone();
@@ -275,12 +284,16 @@ void Agent::reportDone(Epoch &e, const EpochTraining &t, const NodeResult &resul
     QJsonObject stats;
     for (const auto &[key, value] : result.stats)
         stats.insert(QString::fromStdString(key), value);
+    QJsonArray byGroup;
+    for (std::uint64_t bytes : t.bytesInStepsByGroup)
+        byGroup.append(double(bytes));
     e.outcome = QJsonObject{{"type", "done"},
                             {"epoch", e.a.epoch},
                             {"rank", e.a.rank},
                             {"seconds", result.seconds},
                             {"bytes_sent", double(e.telemetry.bytesSent())},
                             {"bytes_in_steps", double(t.bytesInSteps)},
+                            {"bytes_in_steps_by_group", byGroup},
                             {"memory", memoryToJson(result.memory)},
                             {"peak", double(memory::usage(m_opts.memorySlot).peak)},
                             {"stats", stats}};

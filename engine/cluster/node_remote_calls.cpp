@@ -34,7 +34,20 @@ QJsonObject callJson(const char *type, int epoch, std::uint64_t call, std::int64
     QJsonArray shape;
     for (int d = 0; d < info.buffer.shape.ndim; ++d)
         shape.append(double(info.buffer.shape.dims[std::size_t(d)]));
+    // A mesh group's collective: "rank" stays the node's own (the caller),
+    // its rank in the group goes beside, with the group's members.
+    QJsonArray members;
+    if (info.members)
+        for (int m : *info.members)
+            members.append(m);
+    const int node = info.members && info.rank >= 0 && std::size_t(info.rank) < info.members->size()
+                         ? (*info.members)[std::size_t(info.rank)]
+                         : info.rank;
     return QJsonObject{{"type", type},
+                       {"group", double(info.group)},
+                       {"axis", QString::fromStdString(info.axis)},
+                       {"members", members},
+                       {"group_rank", info.rank},
                        {"epoch", epoch},
                        {"call", QString::number(call)},
                        {"caller", QString::number(callerKey())},
@@ -42,7 +55,7 @@ QJsonObject callJson(const char *type, int epoch, std::uint64_t call, std::int64
                        {"kind", int(info.kind)},
                        {"seq", QString::number(info.seq)},
                        {"name", QString::fromStdString(info.name)},
-                       {"rank", info.rank},
+                       {"rank", node},
                        {"world", info.worldSize},
                        {"peer", info.peer},
                        {"dtype", int(info.buffer.dtype)},

@@ -52,10 +52,20 @@ std::vector<net::FrameEvent> unpackEvents(const QByteArray &blob)
 
 void TelemetryBuffer::onFrame(const net::FrameEvent &e)
 {
-    if (e.side == net::FrameEvent::Side::Send)
+    if (e.side == net::FrameEvent::Side::Send) {
         m_sent += e.bytes;
+        m_sentByGroup[net::groupOfSeq(e.seq) % m_sentByGroup.size()] += e.bytes;
+    }
     std::lock_guard lock(m_mutex);
     packEvent(m_packed, e);
+}
+
+std::vector<std::uint64_t> TelemetryBuffer::bytesSentByGroup() const
+{
+    std::vector<std::uint64_t> out;
+    for (const auto &n : m_sentByGroup)
+        out.push_back(n.load());
+    return out;
 }
 
 QByteArray TelemetryBuffer::take()

@@ -6,10 +6,12 @@
 // u64 seq, i64 sendStartNs, i64 sendCompleteNs, i64 recvCompleteNs.
 #pragma once
 
+#include "net/communicator.h"
 #include "net/trace.h"
 
 #include <QByteArray>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -31,11 +33,14 @@ public:
     void onFrame(const net::FrameEvent &e) override;
     QByteArray take(); // the packed events since the last take()
     std::uint64_t bytesSent() const { return m_sent.load(); }
+    // The same by process group (net::groupOfSeq of each frame), index = group id.
+    std::vector<std::uint64_t> bytesSentByGroup() const;
 
 private:
     std::mutex m_mutex;
     QByteArray m_packed;
     std::atomic<std::uint64_t> m_sent{0};
+    std::array<std::atomic<std::uint64_t>, net::kMaxGroupId + 1> m_sentByGroup{};
 };
 
 } // namespace smol::engine

@@ -10,6 +10,9 @@
 #include "net/trace.h"
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <algorithm>
+#include <deque>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/torch.h>
 
@@ -66,11 +69,33 @@ GlooStore::GlooStore(std::shared_ptr<RendezvousClient> client)
 {
     m_impl->store = c10::make_intrusive<RelayStore>(std::move(client));
 }
+GlooStore::GlooStore(GlooStore &parent, const std::string &prefix)
+    : m_impl(std::make_unique<Impl>())
+{
+    m_impl->store = c10::make_intrusive<c10d::PrefixStore>(prefix, parent.impl().store);
+}
+
 GlooStore::~GlooStore() = default;
 
 struct GlooCommunicator::Group {
     c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
     std::atomic<bool> failed{false}; // a collective threw: peers may be gone, skip the farewell barrier
+    // Sends on their way, oldest first, each with its own copy of the data.
+    // Gloo's send completes only once the peer has posted its receive; ours
+    // returns once the data has left the caller's buffer, so a pipeline's
+    // 1F1B (both neighbours sending before either receives) runs on both.
+    std::deque<std::pair<c10::intrusive_ptr<c10d::Work>, at::Tensor>> sends;
+
+    // Takes the finished sends off (all of them, waiting: `all`), throwing
+    // the first one's failure.
+    void finishSends(bool all)
+    {
+        while (!sends.empty() && (all || sends.front().first->isCompleted())) {
+            const auto work = sends.front().first;
+            sends.pop_front();
+            work->wait();
+        }
+    }
 };
 
 namespace {
@@ -157,6 +182,9 @@ GlooCommunicator::GlooCommunicator(GlooStore &store, int rank, int worldSize, co
                                    std::chrono::milliseconds timeout)
     : Communicator(rank, worldSize)
     , m_group(std::make_unique<Group>())
+    , m_store(&store)
+    , m_bindAddress(bindAddress)
+    , m_timeout(timeout)
 {
     try {
         auto options = c10d::ProcessGroupGloo::Options::create(timeout);
@@ -179,6 +207,7 @@ GlooCommunicator::~GlooCommunicator()
     if (m_group->failed || std::uncaught_exceptions() > 0)
         return;
     try {
+        m_group->finishSends(/*all=*/true);
         m_group->pg->barrier()->wait();
     } catch (const std::exception &) {
         // Teardown: nothing left to report to.
@@ -189,10 +218,12 @@ template <typename Body> void GlooCommunicator::run(net::CollectiveKind kind, st
                                                     net::TensorView buffer, const std::string &name,
                                                     Body &&body, bool receiving)
 {
-    const net::CollectiveInfo info{kind, seq, name, rank(), worldSize(), peer, buffer, receiving};
+    const std::vector<int> *members = groupMembers();
+    const net::CollectiveInfo info{kind, seq, name, rank(), worldSize(), peer, buffer, receiving,
+                                   group(),   axis(), members};
     runHook(true, info);
     net::FrameEvent event;
-    event.src = event.dst = rank();
+    event.src = event.dst = members ? (*members)[std::size_t(rank())] : rank(); // the node's rank
     event.bytes = buffer.bytes();
     event.kind = kind;
     event.seq = seq;
@@ -218,14 +249,35 @@ template <typename Body> void GlooCommunicator::run(net::CollectiveKind kind, st
     runHook(false, info);
 }
 
+std::unique_ptr<net::Communicator> GlooCommunicator::makeGroup(std::vector<int> members, std::uint32_t id,
+                                                               std::string axis)
+{
+    const int self = groupMembers() ? (*groupMembers())[std::size_t(rank())] : rank(); // its world rank
+    const auto me = std::find(members.begin(), members.end(), self);
+    if (me == members.end())
+        throw std::invalid_argument("gloo backend: rank " + std::to_string(rank()) + " is not in its group");
+    const std::string prefix = "group" + std::to_string(id) + "." + std::to_string(members.front()) + "/";
+    auto store = std::make_unique<GlooStore>(*m_store, prefix);
+    auto group = std::make_unique<GlooCommunicator>(*store, int(me - members.begin()), int(members.size()),
+                                                    m_bindAddress, m_timeout);
+    group->m_ownStore = std::move(store);
+    group->m_members = std::move(members);
+    group->setGroup(id, &group->m_members);
+    group->setAxis(std::move(axis));
+    group->setHook(hook());
+    group->setTraceSink(m_sink);
+    return group;
+}
+
 void GlooCommunicator::send(int peer, net::TensorView buffer, const std::string &name,
                             net::CollectiveKind kind)
 {
     requirePeer("send", peer, rank(), worldSize());
     const std::uint64_t seq = nextSendSeq(peer);
     run(kind, seq, peer, buffer, name, [&] {
-        std::vector<at::Tensor> t{tensorOf(buffer)};
-        wait(m_group->pg->send(t, peer, int(seq & 0x7fffffff)));
+        m_group->finishSends(/*all=*/false);
+        std::vector<at::Tensor> t{tensorOf(buffer).clone()}; // the caller may reuse its buffer at once
+        m_group->sends.emplace_back(m_group->pg->send(t, peer, int(seq & 0x7fffffff)), t.front());
     });
 }
 

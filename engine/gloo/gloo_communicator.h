@@ -16,7 +16,10 @@
 //                  is padded to the largest (ceil(count/N)) in a scratch
 //                  buffer of N x that, then copied back into our layout.
 //   broadcast, barrier, gather, scatter, send, recv: their Gloo namesakes
-//                  (send/recv tagged with the per-pair sequence number).
+//                  (send/recv tagged with the per-pair sequence number). A
+//                  send copies the buffer and returns without waiting for
+//                  the peer's receive, as ours does (Gloo's completes only
+//                  once the peer has posted it: 1F1B would deadlock).
 //
 // Tracing: Gloo's frames are invisible to us, so each collective becomes one
 // net::FrameEvent (side Send, src = dst = rank, tag 0, bytes = the caller's
@@ -71,6 +74,9 @@ class GlooStore {
 public:
     GlooStore();
     explicit GlooStore(std::shared_ptr<RendezvousClient> client);
+    // The keys of `parent` under `prefix` (c10d::PrefixStore): a process
+    // group's own rendezvous inside its world's.
+    GlooStore(GlooStore &parent, const std::string &prefix);
     ~GlooStore();
     struct Impl;
     Impl &impl() { return *m_impl; }
@@ -91,6 +97,12 @@ public:
 
     // One event per collective (not owned; called on the calling thread).
     void setTraceSink(net::TraceSink *sink) { m_sink = sink; }
+
+    // A ProcessGroupGloo of the world ranks `members`, its rendezvous under
+    // "group<id>.<first member>/" in this one's store; its events name world
+    // ranks and carry the group in their seq, as our groups' frames do.
+    std::unique_ptr<net::Communicator> makeGroup(std::vector<int> members, std::uint32_t id,
+                                                 std::string axis) override;
 
     void send(int peer, net::TensorView buffer, const std::string &name = {},
               net::CollectiveKind kind = net::CollectiveKind::SendRecv) override;
@@ -114,6 +126,12 @@ private:
 
     std::unique_ptr<Group> m_group;
     net::TraceSink *m_sink = nullptr;
+    GlooStore *m_store;
+    std::string m_bindAddress;
+    std::chrono::milliseconds m_timeout;
+    // A group's: its store (under the world's), its members (world ranks).
+    std::unique_ptr<GlooStore> m_ownStore;
+    std::vector<int> m_members;
 };
 
 } // namespace smol::engine

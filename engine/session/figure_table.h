@@ -29,6 +29,8 @@ namespace smol::engine {
 struct NodeFigures {
     std::optional<double> bytesSentPerStep;
     std::optional<double> bytesSent;
+    // A device mesh's run: the same by axis (the mesh's axes above 1).
+    std::optional<double> dpBytesPerStep, tpBytesPerStep, ppBytesPerStep, cpBytesPerStep;
     std::optional<double> idleShare;     // 0..1
     std::optional<double> heldAtStepEnd; // params + grads + optimizer at step end
     std::optional<double> params, grads, optimizer, activations, comm, peak; // largest over all samples

@@ -84,6 +84,63 @@ struct RingPass : torch::autograd::Function<RingPass> {
     }
 };
 
+// (B, S, C) -> (N, B, S/N, C), contiguous: node r's positions are chunk r
+// of the flat buffer, as the ring collectives cut it.
+torch::Tensor sequenceBlocks(const torch::Tensor &full, std::int64_t n)
+{
+    return full.view({full.size(0), n, full.size(1) / n, full.size(2)}).permute({1, 0, 2, 3}).contiguous();
+}
+// (N, B, s, C) -> (B, N s, C)
+torch::Tensor sequenceWhole(const torch::Tensor &blocks)
+{
+    return blocks.permute({1, 0, 2, 3}).reshape({blocks.size(1), blocks.size(0) * blocks.size(2), blocks.size(3)});
+}
+torch::Tensor gatherAlongSequence(const torch::Tensor &local, net::Communicator *comm, const std::string &name)
+{
+    const int n = comm->worldSize();
+    torch::Tensor blocks = torch::empty({n, local.size(0), local.size(1), local.size(2)}, local.options());
+    blocks[comm->rank()].copy_(local);
+    comm->allGather(viewOf(blocks), name);
+    return sequenceWhole(blocks);
+}
+torch::Tensor scatterAlongSequence(const torch::Tensor &full, net::Communicator *comm, const std::string &name)
+{
+    torch::Tensor blocks = sequenceBlocks(full, comm->worldSize());
+    comm->reduceScatter(viewOf(blocks), net::ReduceOp::Sum, name);
+    return blocks[comm->rank()].clone();
+}
+
+// SP's f: all-gather along the sequence forward, reduce-scatter backward.
+struct GatherSequence : torch::autograd::Function<GatherSequence> {
+    static torch::Tensor forward(AutogradContext *ctx, torch::Tensor local, net::Communicator *comm, std::string name)
+    {
+        ctx->saved_data["comm"] = reinterpret_cast<std::int64_t>(comm);
+        ctx->saved_data["name"] = name;
+        return gatherAlongSequence(local.contiguous(), comm, name);
+    }
+    static variable_list backward(AutogradContext *ctx, variable_list grads)
+    {
+        return {scatterAlongSequence(grads[0].contiguous(), commOf(ctx), ctx->saved_data["name"].toStringRef()),
+                torch::Tensor(), torch::Tensor()};
+    }
+};
+
+// SP's g: reduce-scatter along the sequence forward, all-gather backward.
+struct ScatterSequence : torch::autograd::Function<ScatterSequence> {
+    static torch::Tensor forward(AutogradContext *ctx, torch::Tensor partial, net::Communicator *comm,
+                                 std::string name)
+    {
+        ctx->saved_data["comm"] = reinterpret_cast<std::int64_t>(comm);
+        ctx->saved_data["name"] = name;
+        return scatterAlongSequence(partial.contiguous(), comm, name);
+    }
+    static variable_list backward(AutogradContext *ctx, variable_list grads)
+    {
+        return {gatherAlongSequence(grads[0].contiguous(), commOf(ctx), ctx->saved_data["name"].toStringRef()),
+                torch::Tensor(), torch::Tensor()};
+    }
+};
+
 struct Block {
     torch::Tensor ln1Weight, ln1Bias;
     torch::Tensor queryWeight, queryBias, keyWeight, keyBias, valueWeight, valueBias; // (C/N, C), (C/N)
@@ -135,10 +192,15 @@ torch::Tensor blockForward(const Block &b, torch::Tensor x, std::int64_t nHead, 
                            const NodeCut &cut, const std::string &id)
 {
     namespace F = torch::nn::functional;
-    const std::int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+    const bool sp = cut.sequenceParallel && cut.tp;
+    const std::int64_t B = x.size(0), T = x.size(1) * (sp ? cut.tpNodes : 1), C = x.size(2);
     const std::int64_t hs = C / nHead, localHeads = nHead / cut.tpNodes;
-    auto f = [&](const torch::Tensor &t, const std::string &name) { return CopyToParallel::apply(t, cut.tp, name); };
-    auto g = [&](const torch::Tensor &t, const std::string &name) { return ReduceFromParallel::apply(t, cut.tp, name); };
+    auto f = [&](const torch::Tensor &t, const std::string &name) {
+        return sp ? GatherSequence::apply(t, cut.tp, name) : CopyToParallel::apply(t, cut.tp, name);
+    };
+    auto g = [&](const torch::Tensor &t, const std::string &name) {
+        return sp ? ScatterSequence::apply(t, cut.tp, name) : ReduceFromParallel::apply(t, cut.tp, name);
+    };
     // Attention over this node's heads: (B, T, C) -> (B, lh, T, hs)
     const torch::Tensor h = f(torch::layer_norm(x, {C}, b.ln1Weight, b.ln1Bias), "f.attn" + id);
     auto heads = [&](const torch::Tensor &t) { return t.view({B, T, localHeads, hs}).transpose(1, 2); };
@@ -217,8 +279,11 @@ std::vector<ModelLayer> layers(GptModel &model, const std::map<std::string, torc
                        if (idx.dim() != 2 || idx.size(1) * cut.cpNodes > blockSize || idx.scalar_type() != torch::kInt64)
                            throw std::invalid_argument("gpt expects int64 tokens (B, T) with T <= " +
                                                        std::to_string(blockSize));
-                       const std::int64_t T = idx.size(1), first = cut.cpRank * T; // this node's positions
-                       return F::embedding(idx, tokens) +
+                       // This node's positions: its cp block, and with SP its tp share of it.
+                       const int shares = cut.sequenceParallel ? cut.tpNodes : 1;
+                       const std::int64_t T = idx.size(1) / shares, share = cut.sequenceParallel ? cut.tpRank : 0;
+                       const std::int64_t first = cut.cpRank * idx.size(1) + share * T;
+                       return F::embedding(idx.narrow(1, share * T, T), tokens) +
                               F::embedding(torch::arange(first, first + T, torch::kInt64), positions); // (B, T, C)
                    }});
     for (std::size_t i = 0; i < net->blocks->size(); ++i) {

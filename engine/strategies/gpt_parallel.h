@@ -12,6 +12,16 @@
 // LayerNorms, row-parallel biases, ln_final, lm_head) is replicated and gets
 // identical gradients on every tp node.
 //
+// tp with sequence parallelism (Megatron-SP): the residual stream, the
+// LayerNorms and the row-parallel biases work on 1/N of the positions (node
+// r: [r T'/N, (r+1) T'/N) of its T' positions): f becomes an all-gather
+// along the sequence (its backward a reduce-scatter), g a reduce-scatter
+// along the sequence (its backward an all-gather): the same bytes as tp's
+// all-reduces, 1/N of the activations between them. The replicated
+// parameters then see only their node's positions: their gradients are
+// summed over the tp group (the strategy's part, with each node's loss
+// scaled by 1/N), and the head's loss is each node's positions'.
+//
 // cp (ring attention): node c of C holds positions [cT/C, (c+1)T/C) of every
 // sequence. Attention needs every earlier position's keys and values: each
 // node's K/V block travels the cp ring (C-1 passes per block forward, each
@@ -63,12 +73,15 @@ struct NodeCut {
     int tpRank = 0, tpNodes = 1;
     net::Communicator *cp = nullptr; // null: cp = 1
     int cpRank = 0, cpNodes = 1;
+    bool sequenceParallel = false;   // tp's Megatron-SP (needs tp)
 };
 
 // The gpt's layers (embed, block0.., head; the names and parameter names of
 // GptModel::layers()) over this node's parameters `local` (by name, each
 // this node's slice), computing with the node's cut: the embed layer takes
-// the node's (B, T/C) tokens. `model` gives the sizes and the causal mask.
+// the node's (B, T/C) tokens (with sequence parallelism it embeds its tp
+// share of them, and every layer passes (B, T/(C N), C') on). `model` gives
+// the sizes and the causal mask.
 std::vector<ModelLayer> layers(GptModel &model, const std::map<std::string, torch::Tensor> &local,
                                const NodeCut &cut);
 

@@ -15,7 +15,6 @@
 #include "engine/tensor_bridge.h"
 #include "net/communicator.h"
 #include "net/device_mesh.h"
-#include "net/group_transport.h"
 
 #include <cmath>
 #include <map>
@@ -29,22 +28,15 @@ using net::MeshAxis;
 using gpt_parallel::Split;
 constexpr std::int64_t kShapeSlots = 1 + 8; // ndim, then up to 8 sizes
 
-// One process group of the mesh: its transport over the world's links and
-// its communicator, hooked like the world's (breakpoints, memory, spans).
+// One process group of the mesh (Communicator::makeGroup: over our links or
+// Gloo's), hooked like the world's (breakpoints, memory, spans).
 struct Group {
-    std::unique_ptr<net::GroupTransport> transport;
     std::unique_ptr<net::Communicator> comm;
 };
 
 Group makeGroup(net::Communicator &world, std::vector<int> members, std::uint32_t id, const std::string &axis)
 {
-    Group g;
-    g.transport = std::make_unique<net::GroupTransport>(world.transport(), std::move(members), id);
-    g.comm = std::make_unique<net::Communicator>(*g.transport);
-    g.comm->setHook(world.hook());
-    g.comm->setSegmentBytes(world.segmentBytes());
-    g.comm->setAxis(axis);
-    return g;
+    return Group{world.makeGroup(std::move(members), id, axis)};
 }
 
 std::vector<std::int64_t> layerSizes(TrainModel &model)
@@ -110,6 +102,10 @@ public:
                 throw std::invalid_argument(where + "cp=" + std::to_string(cp) + " does not divide the block size " +
                                             std::to_string(model.blockSize));
         }
+        if (m_mesh.sequenceParallel() && model.blockSize % (std::int64_t(cp) * tp) != 0)
+            throw std::invalid_argument(where + "sp cuts each cp block of the sequence over tp: cp x tp = " +
+                                        std::to_string(cp * tp) + " does not divide the block size " +
+                                        std::to_string(model.blockSize));
         if (ctx.microBatches < 1 || ctx.globalBatch % (std::int64_t(dp) * ctx.microBatches) != 0)
             throw std::invalid_argument(where + "--global-batch " + std::to_string(ctx.globalBatch) +
                                         " does not split into " + std::to_string(dp) + " replica(s) of " +
@@ -162,6 +158,10 @@ public:
                 const std::int64_t t = batch.input.size(1) / cp;
                 batch.input = batch.input.narrow(1, m_me.cp * t, t);
                 batch.target = batch.target.narrow(1, m_me.cp * t, t);
+            }
+            if (spShares() > 1) { // the head's loss is over this node's tp share of the positions
+                const std::int64_t t = batch.target.size(1) / spShares();
+                batch.target = batch.target.narrow(1, m_me.tp * t, t);
             }
         }
         m_inputs = isFirst() ? batch.input.chunk(M, 0) : std::vector<torch::Tensor>{};
@@ -269,6 +269,7 @@ private:
             cut.cp = m_cp.comm.get();
             cut.cpRank = m_me.cp;
             cut.cpNodes = m_mesh.size(MeshAxis::Cp);
+            cut.sequenceParallel = m_mesh.sequenceParallel();
             layers = gpt_parallel::layers(*gpt, local, cut);
         } else {
             for (const auto &[name, p] : named)
@@ -337,8 +338,8 @@ private:
             m_pp.comm->recv(nextStage(), viewOf(gradOut), "activation.grad." + std::to_string(j));
         }
         timed(m_ctx, SpanEvent::Kind::Backward, m_step, [&] {
-            if (isLast())
-                (f.output / double(m_ctx.microBatches)).backward(); // the mean over the micro-batches
+            if (isLast()) // the mean over the micro-batches (SP: and over the tp group's shares)
+                (f.output / double(m_ctx.microBatches * spShares())).backward();
             else
                 f.output.backward(gradOut);
         });
@@ -353,6 +354,8 @@ private:
     void reduceAndUpdate()
     {
         torch::Tensor values = m_flat->values(), grads = m_flat->grads();
+        if (spShares() > 1)
+            sumReplicatedOverTp();
         if (!m_data.comm) {
             m_opt->step(values, grads);
             return;
@@ -366,6 +369,31 @@ private:
         const auto off = std::int64_t(m_shard.offset), count = std::int64_t(m_shard.count);
         m_opt->step(values.narrow(0, off, count), grads.narrow(0, off, count));
         m_data.comm->allGather(viewOf(values), "params");
+    }
+
+    // SP: the tp group's nodes each compute on their share of the positions
+    // (1 without SP).
+    int spShares() const { return m_mesh.sequenceParallel() ? m_mesh.size(MeshAxis::Tp) : 1; }
+
+    // SP: a replicated parameter's gradient on each tp node is its positions'
+    // share; their sum over the tp group is the whole sequence's.
+    void sumReplicatedOverTp()
+    {
+        torch::NoGradGuard noGrad;
+        const auto &slots = m_flat->slots();
+        std::vector<torch::Tensor> parts;
+        for (std::size_t i = 0; i < slots.size(); ++i)
+            if (m_splits[i] == Split::Replicated)
+                parts.push_back(m_flat->grads().narrow(0, slots[i].offset, slots[i].numel));
+        if (parts.empty())
+            return;
+        torch::Tensor packed = torch::cat(parts);
+        m_tp.comm->allReduce(viewOf(packed), net::ReduceOp::Sum, "sp.replicated.grads");
+        std::int64_t at = 0;
+        for (torch::Tensor &p : parts) {
+            p.copy_(packed.narrow(0, at, p.numel()));
+            at += p.numel();
+        }
     }
 
     const std::string m_dpMode;

@@ -2,6 +2,7 @@
 // (net/device_mesh.h), as large models are trained: `--mesh
 // dp=D,tp=T,pp=P,cp=C` over D x T x P x C nodes.
 //   tp: each layer's matrices cut across the tp group (gpt_parallel.h);
+//       with ",sp" in the mesh, Megatron's sequence parallelism too;
 //   cp: the sequence cut across the cp group, ring attention (gpt_parallel.h);
 //   pp: the layers placed in stages along the pp group (--placement,
 //       --micro-batches, --schedule as the pipeline strategy);

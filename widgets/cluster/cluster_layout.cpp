@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <stdexcept>
 #include <tuple>
 
 namespace smol::widgets {
@@ -140,6 +141,7 @@ private:
     ClusterLayout chainRows(const ClusterLayout &oneRow) const;
     ClusterLayout pulledIn(ClusterLayout layout) const;
     ClusterLayout compactGrid() const;
+    ClusterLayout meshGrid() const;
 
     ClusterLayout m_key; // the inputs, header and rank map: what every attempt starts from
     ClusterMetrics m_metrics;
@@ -154,6 +156,7 @@ BoxPlanner::BoxPlanner(const ClusterState *state, QSize size, bool projector, co
 {
     m_key.size = size;
     m_key.projector = projector;
+    m_key.meshSpec = state ? state->mesh.toStdString() : std::string();
     m_key.font = font;
     if (state) {
         m_key.topology = state->topology;
@@ -173,10 +176,24 @@ BoxPlanner::BoxPlanner(const ClusterState *state, QSize size, bool projector, co
     for (const NodeState *n : m_inRun)
         m_key.idOfRank.insert(n->rank, n->id);
     m_n = int(m_inRun.size());
+    // A mesh is drawn only when it is the run's: its ranks are the ones in the run.
+    if (state && !state->mesh.isEmpty()) {
+        try {
+            const net::DeviceMesh mesh = net::DeviceMesh::parse(state->mesh.toStdString());
+            bool ranks = mesh.nodes() == m_n;
+            for (int r = 0; ranks && r < m_n; ++r)
+                ranks = m_key.idOfRank.contains(r);
+            if (ranks)
+                m_key.mesh = mesh;
+        } catch (const std::invalid_argument &) {
+        }
+    }
 }
 
 ClusterLayout BoxPlanner::plan() const
 {
+    if (!m_key.mesh.trivial())
+        return meshGrid();
     ClusterLayout out = roomiest(1);
     if (m_key.topology == Topology::Chain && m_n > 2)
         out = chainRows(out);
@@ -370,7 +387,109 @@ ClusterLayout BoxPlanner::compactGrid() const
     return out;
 }
 
+// The mesh's grid (cluster_layout.h): sizes in units of the box font f,
+// full boxes when f is at least the mode's smallest font, else compact
+// ones. Column gaps: narrow inside a stage, wide between stages (a pp
+// arrow and its label); row gaps likewise inside a replica and between
+// replicas; arcs keep their room above every row and left of every column
+// when some link skips a box.
+ClusterLayout BoxPlanner::meshGrid() const
+{
+    using net::MeshAxis;
+    const ClusterMetrics &m = m_metrics;
+    const net::DeviceMesh &mesh = m_key.mesh;
+    const int T = mesh.size(MeshAxis::Tp), P = mesh.size(MeshAxis::Pp), C = mesh.size(MeshAxis::Cp),
+              D = mesh.size(MeshAxis::Dp);
+    const int cols = P * T, rows = D * C;
+    struct Units {
+        double w, h, maxH, inner, outer, arc;
+    };
+    // Full: a name, the coordinates ("dp1 · pp0 · cp1 · tp1") and a badge.
+    // Compact: the rank and name over the coordinates, and a thin bar.
+    const Units full{C > 1 ? 10.5 : 9.0, 3.6, 6.8, 1.8, 4.0, 2.2};
+    const Units small{C > 1 ? 10.0 : 8.0, 3.6, 3.8, 1.5, 2.6, 1.4};
+    ClusterLayout out = m_key;
+    QRectF area = m_content;
+    QVector<QRectF> others;
+    if (!m_outOfRun.isEmpty())
+        placeOutOfRun(out, naturalBox(m) * 0.45, m.minFont, area, others);
+    // Links that skip a box: pp past a stage's other tp ranks, a tp ring's
+    // closing link; dp past a replica's other cp ranks, dp's and cp's closing links.
+    const bool arcsOver = T > 2 || (T > 1 && P > 1);
+    const bool arcsLeft = C > 2 || D > 2 || (C > 1 && D > 1);
+    // Gaps in font units: left of column c (c = cols: none), above row r.
+    const auto gapX = [&](const Units &u, int c) {
+        const double g = c == 0 ? 0 : c % T == 0 ? u.outer : u.inner;
+        return arcsLeft ? std::max(g, u.arc) : g;
+    };
+    const auto gapY = [&](const Units &u, int r) {
+        const double g = r == 0 ? 0 : r % C == 0 ? u.outer : u.inner;
+        return arcsOver ? std::max(g, u.arc) : g;
+    };
+    const auto fit = [&](const Units &u, double w, double h) {
+        double gx = 0, gy = 0;
+        for (int c = 0; c < cols; ++c)
+            gx += gapX(u, c);
+        for (int r = 0; r < rows; ++r)
+            gy += gapY(u, r);
+        return std::min(area.width() / (cols * w + gx), area.height() / (rows * h + gy));
+    };
+    double f = std::min(fit(full, full.w, full.h), m.font * ClusterLayout::kMaxScale);
+    const Units &u = f >= m.minFont ? full : small;
+    out.compact = f < m.minFont;
+    if (out.compact)
+        f = std::min(fit(small, small.w, small.h), m.font * 1.25);
+    out.fontPx = f;
+    out.scale = f / m.font;
+    out.arcRoom = (arcsOver || arcsLeft) ? u.arc * f : 0;
+    double gx = 0, gy = 0;
+    for (int c = 0; c < cols; ++c)
+        gx += gapX(u, c) * f;
+    for (int r = 0; r < rows; ++r)
+        gy += gapY(u, r) * f;
+    // Spare room goes to the boxes, up to the natural width and maxH.
+    const double w =
+        std::clamp((area.width() - gx) / cols, u.w * f, std::max(u.w * f, naturalBox(m).width() * out.scale));
+    const double h = std::clamp((area.height() - gy) / rows, u.h * f, u.maxH * f);
+    double y = area.center().y() - (rows * h + gy) / 2;
+    for (int r = 0; r < rows; ++r) {
+        y += gapY(u, r) * f;
+        double x = area.center().x() - (cols * w + gx) / 2;
+        for (int c = 0; c < cols; ++c) {
+            x += gapX(u, c) * f;
+            net::MeshCoords at;
+            at.dp = r / C;
+            at.cp = r % C;
+            at.pp = c / T;
+            at.tp = c % T;
+            out.rects.insert(m_key.idOfRank.value(mesh.rankOf(at)), QRectF(x, y, w, h));
+            x += w;
+        }
+        y += h;
+    }
+    return out;
+}
+
 } // namespace
+
+std::optional<net::MeshAxis> linkAxis(const net::DeviceMesh &mesh, int a, int b)
+{
+    if (mesh.trivial() || a < 0 || b < 0 || a >= mesh.nodes() || b >= mesh.nodes())
+        return std::nullopt;
+    const net::MeshCoords ca = mesh.coordsOf(a), cb = mesh.coordsOf(b);
+    std::optional<net::MeshAxis> only;
+    int differ = 0;
+    for (net::MeshAxis axis : net::kMeshAxes)
+        if (ca.of(axis) != cb.of(axis)) {
+            ++differ;
+            only = axis;
+        }
+    if (differ == 1)
+        return only;
+    if (differ == 2 && ca.tp == cb.tp && ca.pp == cb.pp) // dp and cp: the gradients' group
+        return net::MeshAxis::Dp;
+    return std::nullopt;
+}
 
 const NodeState *firstAlert(const ClusterState &state)
 {
@@ -397,6 +516,8 @@ bool ClusterLayout::sameInputs(const ClusterState *state, QSize size, bool proje
     const Topology t = state ? state->topology : Topology::Ring;
     const bool a = state && firstAlert(*state) != nullptr;
     if (topology != t || alert != a || idRanks.size() != (state ? state->nodes.size() : 0))
+        return false;
+    if ((state ? state->mesh.toStdString() : std::string()) != meshSpec)
         return false;
     for (int i = 0; i < idRanks.size(); ++i)
         if (idRanks[i] != std::pair(state->nodes[i].id, state->nodes[i].rank))

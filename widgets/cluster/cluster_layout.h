@@ -17,12 +17,21 @@
 //    onto up to six rows; a few nodes on a big screen are pulled in.
 // 4. When those boxes are too small to show a name and a badge, a compact
 //    grid of small boxes in rank order replaces them (a class's 32 or 64).
+// A run on a device mesh (ClusterState::mesh) is laid out as its grid
+// instead: pp stages are columns, each split into its tp ranks side by side
+// (tp neighbours adjacent, a wider gap between stages); dp replicas are
+// rows, each split into its cp ranks one above the other (a wider gap
+// between replicas). Links that would cross a box (a stage's tp rank to
+// the next stage's, a replica's cp rank to the next replica's) arc over
+// the row or left of the column, in the room kept there. Boxes too small
+// for a name, its coordinates and a badge become compact ones in the same grid.
 //
 // Links depend on the traffic, not only on the boxes: links()
 // (cluster_links.cpp) works them out per snapshot from a layout that stays
 // put while the rates move.
 #pragma once
 
+#include "net/device_mesh.h"
 #include "widgets/cluster/cluster_links.h"
 #include "widgets/cluster_state.h"
 
@@ -34,6 +43,8 @@
 #include <QString>
 #include <QVector>
 
+#include <optional>
+#include <string>
 #include <utility>
 
 namespace smol::widgets {
@@ -65,6 +76,11 @@ struct NodeBoxFonts {
     double spacing; // between rows
 };
 
+// The mesh axis two ranks' link runs along: the one coordinate they differ
+// in; dp when they differ in dp and cp alone (the gradients' group); none
+// otherwise (or without a mesh).
+std::optional<net::MeshAxis> linkAxis(const net::DeviceMesh &mesh, int a, int b);
+
 // The node the header names in compact mode: the first failed one (by
 // rank, then id), else the first lost one; nullptr when none says why.
 const NodeState *firstAlert(const ClusterState &state);
@@ -80,7 +96,9 @@ struct ClusterLayout {
     QFont font;
     Topology topology = Topology::Ring;
     QVector<std::pair<int, int>> idRanks; // (id, rank) per node, in snapshot order
-    bool alert = false; // a node says why it failed or was lost (compact mode's third header line)
+    bool alert = false;   // a node says why it failed or was lost (compact mode's third header line)
+    std::string meshSpec; // the snapshot's mesh as given
+    net::DeviceMesh mesh; // trivial: no mesh (or one that does not match the nodes in the run)
 
     QRectF header;            // title line, then the legend line (and compact mode's alert line)
     QRectF outOfRunCaption;   // empty when every node is in the run
@@ -90,6 +108,9 @@ struct ClusterLayout {
     QHash<int, int> idOfRank;
     QHash<int, int> rowOfRank; // chain (and compact grid) rows, for routing links between rows
     bool compact = false;
+    // A mesh's layout: the room kept above each row and left of each column
+    // for the links that arc around a box (0: none).
+    double arcRoom = 0;
 
     // Lays out `state` (nullptr: no nodes) in a widget of `size` whose font is `font`.
     static ClusterLayout compute(const ClusterState *state, QSize size, bool projector, const QFont &font);

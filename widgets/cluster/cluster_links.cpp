@@ -58,7 +58,16 @@ RankPairs rankPairs(const ClusterLayout &l, const ClusterState &state)
         if (a != b && l.idOfRank.contains(a) && l.idOfRank.contains(b))
             pairs[{std::min(a, b), std::max(a, b)}];
     };
-    for (int r = 0; r < n; ++r) {
+    for (int r = 0; r < n && !l.mesh.trivial(); ++r) // each axis's groups: rings, pp a chain
+        for (net::MeshAxis axis : net::kMeshAxes) {
+            const std::vector<int> g = l.mesh.group(r, axis);
+            const int size = int(g.size());
+            for (int i = 0; i + 1 < size; ++i)
+                implied(g[std::size_t(i)], g[std::size_t(i) + 1]);
+            if (size > 2 && axis != net::MeshAxis::Pp)
+                implied(g.back(), g.front());
+        }
+    for (int r = 0; r < n && l.mesh.trivial(); ++r) {
         if (l.topology == Topology::Ring && n > 1)
             implied(r, (r + 1) % n);
         else if (l.topology == Topology::Chain && r + 1 < n)
@@ -91,6 +100,8 @@ private:
     };
     void addPair(int low, int high, const RankPair &rates);
     QVector<QPointF> path(int low, int high, double offset) const;
+    QVector<QPointF> arc(const QRectF &a, const QRectF &b, double offset) const;
+    bool crossesABox(const QRectF &a, const QRectF &b) const;
     bool wraps(int low, int high) const;
     void addStubs(int src, int dst, bool forward, double offset, double width, double rate);
     void addLine(int src, int dst, ClusterLink::Part part, QVector<QPointF> points, double width,
@@ -170,7 +181,7 @@ void LinkRouter::addLine(int src, int dst, ClusterLink::Part part, QVector<QPoin
 {
     if (points.size() < 2)
         return;
-    m_out.lines << ClusterLink{src, dst, part, std::move(points), width, rate};
+    m_out.lines << ClusterLink{src, dst, part, std::move(points), width, rate, linkAxis(m_l.mesh, src, dst)};
 }
 
 // The canonical route low -> high, shifted sideways by `offset`.
@@ -187,6 +198,8 @@ QVector<QPointF> LinkRouter::path(int low, int high, double offset) const
         const double xa = a.center().x() - offset, xb = b.center().x() - offset;
         return {QPointF(xa, a.bottom() + c), QPointF(xa, y), QPointF(xb, y), QPointF(xb, b.top() - c)};
     }
+    if (!m_l.mesh.trivial() && crossesABox(a, b))
+        return arc(a, b, offset);
     const QLineF centres(a.center(), b.center());
     const QPointF normal = QPointF(-centres.dy(), centres.dx()) / std::max(centres.length(), 1e-6);
     const auto line = between(a.center() + offset * normal, b.center() + offset * normal,
@@ -196,11 +209,62 @@ QVector<QPointF> LinkRouter::path(int low, int high, double offset) const
     return {line->p1(), line->p2()};
 }
 
+// Whether the straight line between two boxes' centres passes through a third box.
+bool LinkRouter::crossesABox(const QRectF &a, const QRectF &b) const
+{
+    const QLineF centres(a.center(), b.center());
+    for (const QRectF &r : m_l.rects) {
+        if (r == a || r == b)
+            continue;
+        const QRectF e = r.adjusted(1, 1, -1, -1);
+        const QLineF edges[] = {{e.topLeft(), e.topRight()},
+                                {e.topRight(), e.bottomRight()},
+                                {e.bottomRight(), e.bottomLeft()},
+                                {e.bottomLeft(), e.topLeft()}};
+        for (const QLineF &edge : edges)
+            if (centres.intersects(edge, nullptr) == QLineF::BoundedIntersection)
+                return true;
+    }
+    return false;
+}
+
+// A mesh's line that would cross a box: an arc from the top of one box to
+// the top of the other, over the row (boxes side by side), or from the
+// left of one to the left of the other, left of the column; `offset` makes
+// a pair's two directions two nested arcs. Its height is the room the
+// layout kept (arcRoom), less a clearance, so the arc stays out of the row above.
+QVector<QPointF> LinkRouter::arc(const QRectF &a, const QRectF &b, double offset) const
+{
+    const double c = m_clearance;
+    const bool over = std::abs(a.center().y() - b.center().y()) < std::abs(a.center().x() - b.center().x());
+    const double rise = std::max(2 * c, m_l.arcRoom - 2 * c) * (offset > 0 ? 0.7 : 1.0);
+    QPointF p0, p2, up;
+    if (over) {
+        p0 = QPointF(a.center().x(), a.top() - c);
+        p2 = QPointF(b.center().x(), b.top() - c);
+        up = QPointF(0, -1);
+    } else {
+        p0 = QPointF(a.left() - c, a.center().y());
+        p2 = QPointF(b.left() - c, b.center().y());
+        up = QPointF(-1, 0);
+    }
+    // A quadratic Bezier whose middle reaches `rise` beyond the ends: its
+    // control point is twice as far.
+    const QPointF control = (p0 + p2) / 2 + 2 * (rise - c) * up;
+    constexpr int kSegments = 16;
+    QVector<QPointF> points;
+    for (int i = 0; i <= kSegments; ++i) {
+        const double t = double(i) / kSegments;
+        points << (1 - t) * (1 - t) * p0 + 2 * (1 - t) * t * control + t * t * p2;
+    }
+    return points;
+}
+
 // Compact grid, ring or chain: neighbours in rank order that are not side
 // by side get stubs (ClusterLink's Leaving and Arriving).
 bool LinkRouter::wraps(int low, int high) const
 {
-    if (!m_l.compact || m_l.topology == Topology::Star)
+    if (!m_l.compact || m_l.topology == Topology::Star || !m_l.mesh.trivial())
         return false;
     const bool neighbours =
         high == low + 1 || (m_l.topology == Topology::Ring && low == 0 && high == m_n - 1);

@@ -11,14 +11,20 @@
 // 3. A line leaves its box and enters the other at a small clearance; a
 //    chain wrapping onto the next row goes down, back along the gap, down.
 //    In the compact grid, neighbours that are not side by side get stubs.
+//    On a device mesh, the edges are each axis's groups (rings; pp a
+//    chain), and a line that would cross a box arcs around it.
 // 4. Each arrow's rate is labelled on the right-hand side of travel where
 //    the label covers no box and no other label, else not at all.
 #pragma once
+
+#include "net/device_mesh.h"
 
 #include <QPointF>
 #include <QRectF>
 #include <QString>
 #include <QVector>
+
+#include <optional>
 
 namespace smol::widgets {
 
@@ -36,6 +42,8 @@ struct ClusterLink {
     QVector<QPointF> points; // a polyline, in the direction of travel
     double width = 1;
     double bytesPerSecond = 0; // 0: idle, a thin grey line without a head
+    // On a device mesh: the axis whose group the two ranks share (its colour).
+    std::optional<net::MeshAxis> axis;
 };
 
 // A rate beside its line, on the right-hand side of travel.

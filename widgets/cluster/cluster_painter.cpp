@@ -96,6 +96,48 @@ QString badgeText(const NodeState &node)
     return badge;
 }
 
+// A mesh axis's link colour: tp, pp, dp, cp told apart by hue and, on a
+// projector, darker for contrast on white.
+QColor axisColor(net::MeshAxis axis, bool projector)
+{
+    QColor c;
+    switch (axis) {
+    case net::MeshAxis::Tp:
+        c = QColor(0xd0, 0x3a, 0x2f); // red
+        break;
+    case net::MeshAxis::Pp:
+        c = QColor(0x1f, 0x6f, 0xd1); // blue
+        break;
+    case net::MeshAxis::Dp:
+        c = QColor(0x1e, 0x9a, 0x4c); // green
+        break;
+    case net::MeshAxis::Cp:
+        c = QColor(0x8e, 0x3f, 0xb5); // purple
+        break;
+    }
+    return projector ? c.darker(115) : c;
+}
+
+// The mesh's axes above 1, in the legend's order (the fastest first, as ranks count).
+QVector<net::MeshAxis> legendAxes(const net::DeviceMesh &mesh)
+{
+    QVector<net::MeshAxis> axes;
+    for (net::MeshAxis a : {net::MeshAxis::Tp, net::MeshAxis::Cp, net::MeshAxis::Pp, net::MeshAxis::Dp})
+        if (mesh.size(a) > 1)
+            axes << a;
+    return axes;
+}
+
+// The width the links' legend takes: a short line and its axis per axis.
+double meshLegendWidth(const net::DeviceMesh &mesh, const QFontMetricsF &fm)
+{
+    double w = 0;
+    for (net::MeshAxis a : legendAxes(mesh))
+        w += 1.6 * fm.height() + 0.3 * fm.height() +
+             fm.horizontalAdvance(QLatin1String(net::meshAxisName(a))) + 0.8 * fm.height();
+    return w > 0 ? w - 0.8 * fm.height() : 0;
+}
+
 void record(QStringList *shown, const QString &text)
 {
     if (shown && !text.isEmpty())
@@ -176,10 +218,22 @@ void ClusterPainter::paintHeader(QPainter &p, const QString &nextStrategy) const
     p.setPen(m_pal.text);
     const QRectF title(l.header.left(), l.header.top(), l.header.width(), h);
     QString heading = headerTitle(m_state, nextStrategy);
-    if (l.compact) // the boxes are too small for their badges' words: count them here
-        heading += QStringLiteral(" · ") + stateCounts(m_state);
+    const double legend = paintMeshLegend(p, title, headerPx);
+    // Compact boxes are too small for their badges' words: count them here;
+    // beside a mesh's legend, only when they fit or say more than one state.
+    if (l.compact) {
+        const QString counted = heading + QStringLiteral(" · ") + stateCounts(m_state);
+        const bool oneState =
+            std::all_of(m_state.nodes.cbegin(), m_state.nodes.cend(),
+                        [&](const NodeState &n) { return n.state == m_state.nodes.first().state; });
+        const bool fits = QFontMetricsF(bold).horizontalAdvance(counted) <= title.width() - legend;
+        if (legend <= 0 || fits || !oneState)
+            heading = counted;
+    }
+    p.setFont(bold);
+    p.setPen(m_pal.text);
     p.drawText(title, Qt::AlignLeft | Qt::AlignVCenter,
-               QFontMetricsF(bold).elidedText(heading, Qt::ElideRight, title.width()));
+               QFontMetricsF(bold).elidedText(heading, Qt::ElideRight, title.width() - legend));
     paintLegend(p, title.translated(0, 1.15 * h), headerPx, h);
 
     // Compact mode: the first failure, with its reason, on a line of its own.
@@ -193,6 +247,31 @@ void ClusterPainter::paintHeader(QPainter &p, const QString &nextStrategy) const
         p.drawText(alertLine, Qt::AlignLeft | Qt::AlignVCenter,
                    QFontMetricsF(alertFont).elidedText(text, Qt::ElideRight, alertLine.width()));
     }
+}
+
+// A mesh's links by axis, at the right of the title line: a line in each
+// axis's colour and its name. Returns the width it took (with a gap before it).
+double ClusterPainter::paintMeshLegend(QPainter &p, const QRectF &line, double headerPx) const
+{
+    if (m_layout.mesh.trivial())
+        return 0;
+    const QFont font = pixelFont(m_layout.font, headerPx * 0.85, true);
+    const QFontMetricsF fm(font);
+    const double h = fm.height();
+    double x = line.right() - meshLegendWidth(m_layout.mesh, fm);
+    const double start = x;
+    p.setFont(font);
+    for (net::MeshAxis a : legendAxes(m_layout.mesh)) {
+        p.setPen(QPen(axisColor(a, m_projector), m_projector ? 4 : 3, Qt::SolidLine, Qt::RoundCap));
+        p.drawLine(QPointF(x + 0.1 * h, line.center().y()), QPointF(x + 1.5 * h, line.center().y()));
+        x += 1.9 * h;
+        const QString name = QLatin1String(net::meshAxisName(a));
+        const double w = fm.horizontalAdvance(name);
+        p.setPen(m_pal.text);
+        p.drawText(QRectF(x, line.top(), w + 2, line.height()), Qt::AlignLeft | Qt::AlignVCenter, name);
+        x += w + 0.8 * h;
+    }
+    return line.right() - start + h;
 }
 
 // The legend on the header's second line, in a smaller font if the line is short.
@@ -229,8 +308,15 @@ void ClusterPainter::paintLegend(QPainter &p, const QRectF &line, double headerP
 void ClusterPainter::paintLinks(QPainter &p) const
 {
     const ClusterLinks links = m_layout.links(m_state);
-    for (const ClusterLink &line : links.lines)
-        drawArrow(p, line, line.bytesPerSecond > 0 ? m_pal.link : m_pal.idleLink);
+    for (const ClusterLink &line : links.lines) {
+        QColor color = line.bytesPerSecond > 0 ? m_pal.link : m_pal.idleLink;
+        if (line.axis) { // a mesh: the axis's colour, paler while idle
+            color = axisColor(*line.axis, m_projector);
+            if (line.bytesPerSecond <= 0)
+                color.setAlphaF(0.45);
+        }
+        drawArrow(p, line, color);
+    }
     const double f = m_layout.fontPx;
     p.setFont(pixelFont(m_layout.font, links.labelFontPx));
     for (const ClusterLinkLabel &label : links.labels) {
@@ -252,6 +338,13 @@ void ClusterPainter::paintSelection(QPainter &p, int selected) const
     p.setPen(QPen(m_pal.selection, w));
     p.drawRoundedRect(m_layout.nodeRect(selected).adjusted(-w / 2 - 1, -w / 2 - 1, w / 2 + 1, w / 2 + 1),
                       radius, radius);
+}
+
+QString ClusterPainter::coordsOf(const NodeState &node) const
+{
+    if (m_layout.mesh.trivial() || node.rank < 0 || node.rank >= m_layout.mesh.nodes())
+        return {};
+    return QString::fromStdString(m_layout.mesh.coordsLabel(node.rank));
 }
 
 void ClusterPainter::paintNode(QPainter &p, const NodeState &node, QStringList *shown) const
@@ -296,8 +389,8 @@ namespace {
 
 // A full box's rows below the title, most important first in kPriority;
 // the ones that fit the box are drawn, in this (display) order.
-enum Row { BadgeRow, Reason, Role, Host, Bar, Figures, NUM_ROWS };
-constexpr Row kPriority[] = {BadgeRow, Reason, Bar, Figures, Role, Host};
+enum Row { Coords, BadgeRow, Reason, Role, Host, Bar, Figures, NUM_ROWS };
+constexpr Row kPriority[] = {Coords, BadgeRow, Reason, Bar, Figures, Role, Host};
 
 // Where a full box's text goes, and which of its rows fit.
 struct FullBox {
@@ -306,12 +399,14 @@ struct FullBox {
     double titleH = 0, smallH = 0, barH = 0, spacing = 0;
     double overhang = 0; // the peak tick reaches above and below the bar
     QString name, badge;
+    QString coords; // on a mesh: "dp1 · pp0 · tp1"
     QSizeF badgeSize;
     bool shown[NUM_ROWS] = {};
     double used = 0; // the height of the title and the rows shown
 };
 
-FullBox planFullBox(const NodeState &node, const QRectF &r, const NodeBoxFonts &fonts, double f)
+FullBox planFullBox(const NodeState &node, const QRectF &r, const NodeBoxFonts &fonts, double f,
+                    const QString &coords)
 {
     FullBox b;
     b.inner = r.adjusted(0.6 * f, 0.45 * f, -0.6 * f, -0.45 * f);
@@ -324,18 +419,19 @@ FullBox planFullBox(const NodeState &node, const QRectF &r, const NodeBoxFonts &
     b.spacing = fonts.spacing;
     b.name = displayName(node);
     b.badge = badgeText(node);
+    b.coords = coords;
     b.badgeSize =
         QSizeF(bfm.horizontalAdvance(b.badge) + 0.8 * f, std::min(b.titleH, bfm.height() + 0.2 * f));
     const bool badgeBesideName =
         tfm.horizontalAdvance(b.name) + b.spacing * 2 + b.badgeSize.width() <= b.inner.width();
-    const double rowHeight[NUM_ROWS] = {b.badgeSize.height(),    b.smallH, b.smallH, b.smallH,
-                                        b.barH + 2 * b.overhang, b.smallH};
+    const double rowHeight[NUM_ROWS] = {b.smallH, b.badgeSize.height(),    b.smallH, b.smallH,
+                                        b.smallH, b.barH + 2 * b.overhang, b.smallH};
     const bool saysWhy =
         (node.state == NodeRunState::Failed || node.state == NodeRunState::Lost) && !node.reason.isEmpty();
     b.used = b.titleH;
     for (Row row : kPriority) {
         if ((row == BadgeRow && badgeBesideName) || (row == Host && node.host.isEmpty()) ||
-            (row == Reason && !saysWhy))
+            (row == Reason && !saysWhy) || (row == Coords && coords.isEmpty()))
             continue;
         if (b.used + b.spacing + rowHeight[row] <= b.inner.height()) {
             b.shown[row] = true;
@@ -393,7 +489,7 @@ void ClusterPainter::paintFullNode(QPainter &p, const NodeState &node, QStringLi
     }
     paintFrame(p, node, r, radius, (alarm ? 2 : 1) * m_metrics.border);
 
-    const FullBox b = planFullBox(node, r, m_layout.boxFonts(), f);
+    const FullBox b = planFullBox(node, r, m_layout.boxFonts(), f, coordsOf(node));
     const QRectF &inner = b.inner;
     const QFontMetricsF tfm(b.fonts.title), sfm(b.fonts.small);
     p.save();
@@ -427,6 +523,8 @@ void ClusterPainter::paintFullNode(QPainter &p, const NodeState &node, QStringLi
         record(shown, elided);
         y += b.smallH;
     };
+    if (b.shown[Coords])
+        textRow(b.coords, m_pal.text);
     if (b.shown[BadgeRow]) {
         y += b.spacing;
         paintBadge(p, QRectF(QPointF(inner.left(), y), b.badgeSize), b.fonts.badge, node, b.badge, shown);
@@ -450,7 +548,8 @@ void ClusterPainter::paintFullNode(QPainter &p, const NodeState &node, QStringLi
 
 // A bar stacked by category on one scale for every node, the peak as a tick
 // reaching a third of the bar's height above and below it.
-void ClusterPainter::paintMemoryBar(QPainter &p, const QRectF &track, const net::MemoryByCategory &memory) const
+void ClusterPainter::paintMemoryBar(QPainter &p, const QRectF &track,
+                                    const net::MemoryByCategory &memory) const
 {
     const Palette &pal = m_pal;
     const double barH = track.height();
@@ -514,7 +613,11 @@ void ClusterPainter::paintCompactNode(QPainter &p, const NodeState &node, QStrin
     const QRectF inner = r.adjusted(strip + pad, 0.2 * f, -pad, -0.25 * f);
     const double barH = std::max(3.0, 0.4 * f);
     const QRectF bar(inner.left(), inner.bottom() - barH, inner.width(), barH);
-    const QRectF line(inner.left(), inner.top(), inner.width(), bar.top() - inner.top() - 0.1 * f);
+    // On a mesh, a box tall enough gives the coordinates a line of their own.
+    const QString coords = coordsOf(node);
+    const bool twoLines = !coords.isEmpty() && bar.top() - inner.top() >= 2.35 * f;
+    const QRectF line(inner.left(), inner.top(), inner.width(),
+                      twoLines ? 1.3 * f : bar.top() - inner.top() - 0.1 * f);
     const QFont bold = pixelFont(m_layout.font, f, true), plain = pixelFont(m_layout.font, 0.85 * f),
                 badgeFont = pixelFont(m_layout.font, 0.78 * f, true);
     const QFontMetricsF bfm(bold), pfm(plain), badgeFm(badgeFont);
@@ -549,13 +652,23 @@ void ClusterPainter::paintCompactNode(QPainter &p, const NodeState &node, QStrin
         }
     }
     const double nameLeft = line.left() + numberWidth + 0.4 * f;
-    if (!node.name.isEmpty() && right - nameLeft >= pfm.horizontalAdvance(QStringLiteral("ab…"))) {
-        const QString name = pfm.elidedText(node.name, Qt::ElideRight, right - nameLeft);
+    // On one line, the coordinates say more than the name (the tooltip has it).
+    const QString label = coords.isEmpty() || twoLines ? node.name : coords;
+    if (!label.isEmpty() && right - nameLeft >= pfm.horizontalAdvance(QStringLiteral("ab…"))) {
+        const QString name = pfm.elidedText(label, Qt::ElideRight, right - nameLeft);
         p.setFont(plain);
         p.setPen(m_pal.mutedText);
         p.drawText(QRectF(nameLeft, line.top(), right - nameLeft, line.height()),
                    Qt::AlignLeft | Qt::AlignVCenter, name);
         record(shown, name);
+    }
+    if (twoLines) {
+        const QRectF row(inner.left(), line.bottom(), inner.width(), bar.top() - line.bottom());
+        const QString text = pfm.elidedText(coords, Qt::ElideRight, row.width());
+        p.setFont(plain);
+        p.setPen(m_pal.text);
+        p.drawText(row, Qt::AlignLeft | Qt::AlignVCenter, text);
+        record(shown, text);
     }
     paintMemoryBar(p, bar, node.memory);
     p.restore();

@@ -4,11 +4,13 @@
 // business, what they look like is this file's.
 //
 // One picture, back to front:
-// 1. the background and the header (title, legend, compact mode's alert line);
+// 1. the background and the header (title, legend, compact mode's alert
+//    line; on a mesh, the links' colours by axis at the title's right);
 // 2. the caption over the nodes not in the run;
 // 3. the links (ClusterLayout::links): lines, arrow heads, rate labels;
 // 4. the boxes, full or compact (one frame for both: border and fill say
-//    the node's state), each with its text, badge and memory bar;
+//    the node's state), each with its text, badge and memory bar (on a
+//    mesh, the node's coordinates under its name; in a compact box for it);
 // 5. the selection's outline.
 #pragma once
 
@@ -48,6 +50,9 @@ public:
 private:
     void paintHeader(QPainter &p, const QString &nextStrategy) const;
     void paintLegend(QPainter &p, const QRectF &line, double headerPx, double lineHeight) const;
+    double paintMeshLegend(QPainter &p, const QRectF &line, double headerPx) const;
+    // On a mesh, the node's coordinates ("dp1 · pp0 · tp1"); "" otherwise.
+    QString coordsOf(const NodeState &node) const;
     void paintLinks(QPainter &p) const;
     void paintSelection(QPainter &p, int selected) const;
     void paintFullNode(QPainter &p, const NodeState &node, QStringList *shown) const;

@@ -24,6 +24,11 @@
 // fits, a badge unless the node is simply running or idle, a strip in the
 // state's colour and a thin memory bar; the header counts the nodes in each
 // state and names the first failed or lost one with its reason.
+// A run on a device mesh (ClusterState::mesh) is drawn as its grid: pp
+// stages as columns split into their tp ranks, dp replicas as rows split
+// into their cp ranks; each box gives the node's coordinates under its name
+// ("dp1 · pp0 · tp1"), and links take the colour of the axis joining their
+// ranks, named in a legend at the right of the header's first line.
 // The view draws the snapshot it is given, nothing else: no timers, no
 // numbers of its own; it repaints when setState() hands it a new one.
 // This widget is the thin part: events, tooltips, clicks and selection;
