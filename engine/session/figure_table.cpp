@@ -96,9 +96,29 @@ using O = OverNodes;
 
 } // namespace
 
+// A device mesh's bytes per step by axis (lessons' only: not compare's rows).
+static std::vector<Figure> meshAxisFigures()
+{
+    return {
+        node("bytes_per_step_dp", nullptr, "bytes sent per step on the dp axis", U::Bytes,
+             "a mesh's: bytes_per_step in its dp groups (the gradients' dp x cp group); mean over nodes",
+             nodeField<&NodeFigures::dpBytesPerStep>, O::Mean),
+        node("bytes_per_step_tp", nullptr, "bytes sent per step on the tp axis", U::Bytes,
+             "a mesh's: bytes_per_step in its tp groups; mean over nodes", nodeField<&NodeFigures::tpBytesPerStep>,
+             O::Mean),
+        node("bytes_per_step_pp", nullptr, "bytes sent per step on the pp axis", U::Bytes,
+             "a mesh's: bytes_per_step in its pp groups; mean over nodes", nodeField<&NodeFigures::ppBytesPerStep>,
+             O::Mean),
+        node("bytes_per_step_cp", nullptr, "bytes sent per step on the cp axis", U::Bytes,
+             "a mesh's: bytes_per_step in its cp groups (K/V ring); mean over nodes",
+             nodeField<&NodeFigures::cpBytesPerStep>, O::Mean)
+    };
+}
+
 const std::vector<Figure> &figureTable()
 {
-    static const std::vector<Figure> table = {
+    static const std::vector<Figure> table = [] {
+        std::vector<Figure> t = {
         // A run's.
         run(nullptr, "steps", "steps", U::Count, "distinct step numbers among the step spans",
             runField<&RunFigures::steps>),
@@ -129,18 +149,6 @@ const std::vector<Figure> &figureTable()
              nodeField<&NodeFigures::bytesSentPerStep>, O::Mean),
         node("bytes_per_step_max", nullptr, "bytes sent per step, busiest node", U::Bytes,
              "the same, the busiest node's", nodeField<&NodeFigures::bytesSentPerStep>, O::Largest),
-        node("bytes_per_step_dp", nullptr, "bytes sent per step on the dp axis", U::Bytes,
-             "a mesh's: bytes_per_step in its dp groups (the gradients' dp x cp group); mean over nodes",
-             nodeField<&NodeFigures::dpBytesPerStep>, O::Mean),
-        node("bytes_per_step_tp", nullptr, "bytes sent per step on the tp axis", U::Bytes,
-             "a mesh's: bytes_per_step in its tp groups; mean over nodes", nodeField<&NodeFigures::tpBytesPerStep>,
-             O::Mean),
-        node("bytes_per_step_pp", nullptr, "bytes sent per step on the pp axis", U::Bytes,
-             "a mesh's: bytes_per_step in its pp groups; mean over nodes", nodeField<&NodeFigures::ppBytesPerStep>,
-             O::Mean),
-        node("bytes_per_step_cp", nullptr, "bytes sent per step on the cp axis", U::Bytes,
-             "a mesh's: bytes_per_step in its cp groups (K/V ring); mean over nodes",
-             nodeField<&NodeFigures::cpBytesPerStep>, O::Mean),
         node(nullptr, "bytes_sent", "bytes sent, whole run", U::Bytes, "every send frame of the node",
              nodeField<&NodeFigures::bytesSent>, O::Mean),
         node("idle_share", "idle_share", "idle share", U::Share,
@@ -194,7 +202,11 @@ const std::vector<Figure> &figureTable()
               pauseLargest<&PauseNodeFigures::live>, kNoNode),
         pause("tensor_bytes", U::Bytes, "float32 bytes of rank 0's tensors entering the collective", tensorBytes),
         pause("step", U::Count, "the held collective's step", pauseStep),
-    };
+        };
+        for (const Figure &f : meshAxisFigures())
+            t.push_back(f);
+        return t;
+    }();
     return table;
 }
 

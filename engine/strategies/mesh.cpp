@@ -12,6 +12,7 @@
 #include "engine/models/gpt_model.h"
 #include "engine/placement.h"
 #include "engine/strategies/gpt_parallel.h"
+#include "engine/strategies/stage_link.h"
 #include "engine/tensor_bridge.h"
 #include "net/communicator.h"
 #include "net/device_mesh.h"
@@ -26,7 +27,6 @@ namespace {
 
 using net::MeshAxis;
 using gpt_parallel::Split;
-constexpr std::int64_t kShapeSlots = 1 + 8; // ndim, then up to 8 sizes
 
 // One process group of the mesh (Communicator::makeGroup: over our links or
 // Gloo's), hooked like the world's (breakpoints, memory, spans).
@@ -210,8 +210,13 @@ private:
 
     bool isFirst() const { return m_stage == 0; }
     bool isLast() const { return m_stage + 1 == int(m_stages.size()); }
-    int prevStage() const { return m_stages[std::size_t(m_stage) - 1].node; } // pp group ranks
-    int nextStage() const { return m_stages[std::size_t(m_stage) + 1].node; }
+    StageLink &link() // the neighbouring stages, by pp group rank
+    {
+        if (!m_link)
+            m_link = std::make_unique<StageLink>(m_pp.comm.get(), isFirst() ? -1 : m_stages[std::size_t(m_stage) - 1].node,
+                                                 isLast() ? -1 : m_stages[std::size_t(m_stage) + 1].node);
+        return *m_link;
+    }
 
     void makeGroups(net::Communicator &world)
     {
@@ -294,15 +299,7 @@ private:
         if (isFirst()) {
             f.input = m_inputs[std::size_t(j)];
         } else {
-            if (m_inShape.empty()) { // once per run: the activation's shape
-                torch::Tensor header = torch::empty({kShapeSlots}, torch::kInt64);
-                m_pp.comm->recv(prevStage(), viewOf(header), "activation.shape");
-                m_inShape.assign(header.data_ptr<std::int64_t>() + 1,
-                                 header.data_ptr<std::int64_t>() + 1 + header[0].item<std::int64_t>());
-            }
-            f.input = torch::empty(m_inShape, torch::kFloat32);
-            m_pp.comm->recv(prevStage(), viewOf(f.input), "activation." + std::to_string(j));
-            f.input.requires_grad_(true);
+            f.input = link().receiveActivation(j);
         }
         torch::Tensor x = timed(m_ctx, SpanEvent::Kind::Forward, m_step, [&] {
             torch::Tensor y = f.input;
@@ -317,26 +314,15 @@ private:
             m_lossSum += x.item<double>();
             return;
         }
-        const torch::Tensor out = x.detach().contiguous();
-        if (!m_shapeSent) {
-            torch::Tensor header = torch::zeros({kShapeSlots}, torch::kInt64);
-            header[0] = out.dim();
-            for (int d = 0; d < out.dim(); ++d)
-                header[d + 1] = out.size(d);
-            m_pp.comm->send(nextStage(), viewOf(header), "activation.shape");
-            m_shapeSent = true;
-        }
-        m_pp.comm->send(nextStage(), viewOf(out), "activation." + std::to_string(j));
+        link().sendActivation(x, j, m_stage);
     }
 
     void backward(std::int64_t j)
     {
         InFlight &f = m_inFlight[std::size_t(j)];
         torch::Tensor gradOut;
-        if (!isLast()) {
-            gradOut = torch::empty(f.output.sizes(), torch::kFloat32);
-            m_pp.comm->recv(nextStage(), viewOf(gradOut), "activation.grad." + std::to_string(j));
-        }
+        if (!isLast())
+            gradOut = link().receiveGradient(f.output, j);
         timed(m_ctx, SpanEvent::Kind::Backward, m_step, [&] {
             if (isLast()) // the mean over the micro-batches (SP: and over the tp group's shares)
                 (f.output / double(m_ctx.microBatches * spShares())).backward();
@@ -344,7 +330,7 @@ private:
                 f.output.backward(gradOut);
         });
         if (!isFirst())
-            m_pp.comm->send(prevStage(), viewOf(f.input.grad()), "activation.grad." + std::to_string(j));
+            link().sendGradient(f.input.grad(), j);
         f = {};
     }
 
@@ -414,8 +400,7 @@ private:
     std::int64_t m_step = 0;
     std::vector<torch::Tensor> m_inputs, m_targets;
     std::vector<InFlight> m_inFlight;
-    std::vector<std::int64_t> m_inShape;
-    bool m_shapeSent = false;
+    std::unique_ptr<StageLink> m_link; // along the pp group, made at the first use
     double m_lossSum = 0;
 };
 

@@ -35,6 +35,7 @@
 
 #include "engine/flat_params.h"
 #include "engine/placement.h"
+#include "engine/strategies/stage_link.h"
 #include "engine/tensor_bridge.h"
 #include "net/communicator.h"
 
@@ -47,7 +48,6 @@ namespace smol::engine {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr std::int64_t kShapeSlots = 1 + 8; // ndim, then up to 8 sizes
 
 // Parameter count of each layer, in layers() order.
 std::vector<std::int64_t> layerSizes(TrainModel &model)
@@ -217,8 +217,13 @@ private:
 
     bool isFirst() const { return m_stage == 0; }
     bool isLast() const { return m_stage + 1 == int(m_stages.size()); }
-    int prevNode() const { return m_stages[std::size_t(m_stage) - 1].node; }
-    int nextNode() const { return m_stages[std::size_t(m_stage) + 1].node; }
+    StageLink &link()
+    {
+        if (!m_link)
+            m_link = std::make_unique<StageLink>(m_ctx.comm, isFirst() ? -1 : m_stages[std::size_t(m_stage) - 1].node,
+                                                 isLast() ? -1 : m_stages[std::size_t(m_stage) + 1].node);
+        return *m_link;
+    }
     int stageOfLayer(int layer) const
     {
         for (std::size_t s = 0; s < m_stages.size(); ++s)
@@ -233,15 +238,7 @@ private:
         if (isFirst()) {
             f.input = m_inputs[std::size_t(j)];
         } else {
-            if (m_inShape.empty()) { // once per run: the activation's shape
-                torch::Tensor header = torch::empty({kShapeSlots}, torch::kInt64);
-                m_ctx.comm->recv(prevNode(), viewOf(header), "activation.shape");
-                m_inShape.assign(header.data_ptr<std::int64_t>() + 1,
-                                 header.data_ptr<std::int64_t>() + 1 + header[0].item<std::int64_t>());
-            }
-            f.input = torch::empty(m_inShape, torch::kFloat32);
-            m_ctx.comm->recv(prevNode(), viewOf(f.input), "activation." + std::to_string(j));
-            f.input.requires_grad_(true);
+            f.input = link().receiveActivation(j);
         }
         const auto start = Clock::now();
         torch::Tensor x = f.input;
@@ -255,29 +252,15 @@ private:
         f.output = x;
         if (isLast())
             return;
-        const torch::Tensor out = x.detach().contiguous();
-        if (out.scalar_type() != torch::kFloat32 || out.dim() > kShapeSlots - 1)
-            throw std::logic_error("pipeline: stage " + std::to_string(m_stage) +
-                                   " must output a float32 tensor of at most 8 dimensions");
-        if (!m_shapeSent) {
-            torch::Tensor header = torch::zeros({kShapeSlots}, torch::kInt64);
-            header[0] = out.dim();
-            for (int d = 0; d < out.dim(); ++d)
-                header[d + 1] = out.size(d);
-            m_ctx.comm->send(nextNode(), viewOf(header), "activation.shape");
-            m_shapeSent = true;
-        }
-        m_ctx.comm->send(nextNode(), viewOf(out), "activation." + std::to_string(j));
+        link().sendActivation(x, j, m_stage);
     }
 
     void backward(std::int64_t j)
     {
         InFlight &f = m_inFlight[std::size_t(j)];
         torch::Tensor gradOut;
-        if (!isLast()) {
-            gradOut = torch::empty(f.output.sizes(), torch::kFloat32);
-            m_ctx.comm->recv(nextNode(), viewOf(gradOut), "activation.grad." + std::to_string(j));
-        }
+        if (!isLast())
+            gradOut = link().receiveGradient(f.output, j);
         const auto start = Clock::now();
         if (isLast())
             (f.output / double(m_ctx.microBatches)).backward(); // sum over j of loss_j / M: the batch's mean
@@ -285,7 +268,7 @@ private:
             f.output.backward(gradOut);
         m_busy += Clock::now() - start;
         if (!isFirst())
-            m_ctx.comm->send(prevNode(), viewOf(f.input.grad()), "activation.grad." + std::to_string(j));
+            link().sendGradient(f.input.grad(), j);
         f = {}; // this micro-batch's activations are freed here
     }
 
@@ -303,8 +286,7 @@ private:
     std::vector<torch::Tensor> m_inputs;  // first stage: the micro-batches' inputs
     std::vector<torch::Tensor> m_targets; // last stage: their targets
     std::vector<InFlight> m_inFlight;
-    std::vector<std::int64_t> m_inShape; // shape of the activation received
-    bool m_shapeSent = false;
+    std::unique_ptr<StageLink> m_link; // to the neighbouring stages, made at the first use
     double m_lossSum = 0;
 
     Clock::duration m_busy{};
