@@ -100,7 +100,7 @@ Options:
                       dp=2,tp=2,pp=2 (any of dp, tp, pp, cp; their product is
                       --nodes; rank order tp fastest, then cp, pp, dp; add
                       ,sp for Megatron sequence parallelism on tp);
-                      --strategy says what dp does (ddp, zero1, zero2);
+                      --strategy says what dp does (ddp, zero1, zero2, zero3);
                       --placement, --micro-batches, --schedule apply to pp;
                       tp and cp need --model gpt (docs/strategies.md, "Mesh")
   --slowdown R:F      node R computes F times slower (F >= 1; e.g. 1:4 for a

@@ -373,13 +373,21 @@ private:
     void runNodes()
     {
         m_nodeSeconds.assign(std::size_t(m_config.nodes), 0.0);
-        if (m_config.breakpoints)
+        if (m_config.breakpoints) {
             m_config.breakpoints->beginRun(m_config.nodes);
+            // A pause holds every node's receives, not only the held nodes'.
+            m_config.breakpoints->setHoldCallback([this](bool held) {
+                for (auto &t : m_mesh)
+                    t->holdWaits(held);
+            });
+        }
         std::vector<std::thread> threads;
         for (int rank = 0; rank < m_config.nodes; ++rank)
             threads.emplace_back([this, rank] { nodeMain(rank); });
         for (auto &t : threads)
             t.join();
+        if (m_config.breakpoints)
+            m_config.breakpoints->setHoldCallback(nullptr);
         for (auto &t : m_mesh)
             t->setTraceSink(nullptr);
         if (!m_firstError.empty())

@@ -48,6 +48,7 @@ public:
     SendTicket send(int peer, const FrameMeta &meta, const void *data, std::size_t bytes) override;
     Message recv(int peer, const FrameMeta &meta) override;
     void abort() override;
+    void holdWaits(bool held) override { m_mailbox.setHeld(held); }
 
 private:
     using Clock = std::chrono::steady_clock;

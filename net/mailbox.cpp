@@ -72,13 +72,36 @@ void Mailbox::deliver(Message &&message)
     m_arrived.notify_all();
 }
 
+void Mailbox::setHeld(bool held)
+{
+    std::lock_guard lock(m_mutex);
+    if (m_held == held)
+        return;
+    m_held = held;
+    ++m_holds;
+    m_arrived.notify_all();
+}
+
+// Under m_mutex: true while the cluster is held. A wait that missed a hold
+// (or its release) starts a whole timeout again from now.
+bool Mailbox::holdsChanged(std::uint64_t &seen, std::chrono::steady_clock::time_point &deadline,
+                           std::chrono::milliseconds timeout) const
+{
+    if (seen != m_holds) {
+        seen = m_holds;
+        deadline = std::chrono::steady_clock::now() + timeout;
+    }
+    return m_held;
+}
+
 Message Mailbox::take(int src, const FrameMeta &meta, std::chrono::milliseconds timeout)
 {
     if (src < 0 || src >= int(m_peerError.size()) || src == m_myRank)
         SMOL_THROW(NetError, "rank " + std::to_string(m_myRank) + ": no peer " + std::to_string(src));
     const Key key{src, meta.kind, meta.seq, meta.tag};
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
     std::unique_lock lock(m_mutex);
+    std::uint64_t holds = m_holds;
     for (;;) {
         if (auto it = m_queues.find(key); it != m_queues.end()) {
             Message m = std::move(it->second.front());
@@ -90,8 +113,12 @@ Message Mailbox::take(int src, const FrameMeta &meta, std::chrono::milliseconds 
         int culprit = src;
         if (std::string err = failureFor(src, meta, culprit); !err.empty())
             SMOL_THROW(PeerLostError, culprit, err);
+        if (holdsChanged(holds, deadline, timeout)) {
+            m_arrived.wait(lock); // held: no timeout until released
+            continue;
+        }
         if (m_arrived.wait_until(lock, deadline) == std::cv_status::timeout &&
-            std::chrono::steady_clock::now() >= deadline)
+            std::chrono::steady_clock::now() >= deadline && !m_held && holds == m_holds)
             SMOL_THROW(PeerTimeoutError, src,
                        "silent for " + std::to_string(timeout.count()) + " ms during " + during(meta) + " (tag " +
                            std::to_string(meta.tag) + ")");
@@ -145,8 +172,9 @@ void Mailbox::wait(int src, const FrameMeta &meta, const std::shared_ptr<PostedR
                    std::chrono::milliseconds timeout, const std::function<void(int)> &dropLink)
 {
     const Key key{src, meta.kind, meta.seq, meta.tag};
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
     std::unique_lock lock(m_mutex);
+    std::uint64_t holds = m_holds;
     for (;;) {
         if (posted->state == PostedRecv::State::Done)
             return;
@@ -165,8 +193,13 @@ void Mailbox::wait(int src, const FrameMeta &meta, const std::shared_ptr<PostedR
             m_posted.erase(key);
             SMOL_THROW(PeerLostError, culprit, err);
         }
+        if (holdsChanged(holds, deadline, timeout)) {
+            m_arrived.wait(lock); // held: no timeout until released
+            continue;
+        }
         if (m_arrived.wait_until(lock, deadline) == std::cv_status::timeout &&
-            std::chrono::steady_clock::now() >= deadline && posted->state != PostedRecv::State::Done) {
+            std::chrono::steady_clock::now() >= deadline && !m_held && holds == m_holds &&
+            posted->state != PostedRecv::State::Done) {
             if (posted->state == PostedRecv::State::Claimed) {
                 lock.unlock();
                 dropLink(src);

@@ -47,6 +47,12 @@ public:
     char *claim(int src, const FrameMeta &meta, std::uint64_t payloadBytes);
     void completeClaim(int src, const FrameMeta &meta);
 
+    // A pause holds the cluster (engine/breakpoints): while held, no wait
+    // here times out, whoever it waits for (that peer may be held, or
+    // waiting for one that is); when released, every wait gets a whole
+    // timeout again. A lost peer still ends its waits at once.
+    void setHeld(bool held);
+
     void failPeer(int src, const std::string &reason);
     void revivePeer(int src);
     void failAll(const std::string &reason);
@@ -55,6 +61,8 @@ private:
     using Key = std::tuple<int, CollectiveKind, std::uint64_t, std::uint32_t>;
     // The first error that ends a wait on src for this kind of call, or "".
     std::string failureFor(int src, const FrameMeta &meta, int &culprit) const;
+    bool holdsChanged(std::uint64_t &seen, std::chrono::steady_clock::time_point &deadline,
+                      std::chrono::milliseconds timeout) const;
 
     const int m_myRank;
     std::mutex m_mutex;
@@ -64,6 +72,8 @@ private:
 
     std::vector<std::string> m_peerError; // empty while the peer is healthy
     std::string m_allError;               // set by abort()
+    bool m_held = false;                  // setHeld()
+    std::uint64_t m_holds = 0;            // setHeld() changes: a wait that saw one starts its timeout again
 };
 
 } // namespace smol::net

@@ -53,6 +53,7 @@ public:
     void waitRecv(RecvHandle &handle) override;
     void cancelRecv(RecvHandle &handle) noexcept override;
     void abort() override;
+    void holdWaits(bool held) override { m_mailbox.setHeld(held); }
 
 protected:
     void linkLimitChanged(int peer) override;

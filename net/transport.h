@@ -129,6 +129,12 @@ public:
     // this rank fail with PeerLostError; this rank's waits fail too.
     virtual void abort() = 0;
 
+    // The cluster is held by a pause (engine/breakpoints): while held, this
+    // rank's receives wait without a timeout, since the peer they wait for
+    // may be held, or waiting for one that is; released, each gets a whole
+    // timeout again. A transport without waits of its own ignores it.
+    virtual void holdWaits(bool held) { (void)held; }
+
     // Pace this rank's sends to `peer` (one direction; set both ranks for a
     // symmetric link). Any thread, any time: frames already on their way keep
     // the pace they left with, new bytes follow the new limit.

@@ -175,6 +175,8 @@ private Q_SLOTS:
     void editsChangeTheResult();
     void pausesOneGroupOnAMesh_data() { modes(); }
     void pausesOneGroupOnAMesh();
+    void pauseOutlastsTheTransportTimeout_data() { modes(); }
+    void pauseOutlastsTheTransportTimeout();
     void parsesSpecs_data();
     void parsesSpecs();
     void rejectsMalformedSpecs_data();
@@ -312,19 +314,25 @@ void TestBreakpoints::everyNodePausesAtTheSameCollective()
 // --break allreduce@tp on a dp=2 x tp=2 gpt: the hit is a tp group's
 // all-reduce; every node is held, each at its own tp group's, and the
 // snapshots name the axis and the group's members.
+// A 4-node mesh of a small gpt, 2 steps.
+static TrainConfig smallGptMesh(const char *mesh)
+{
+    TrainConfig c = ddpConfig("ddp", 2);
+    c.nodes = 4;
+    c.mesh = mesh;
+    c.globalBatch = 8;
+    c.model.kind = "gpt";
+    c.model.nEmbd = 32;
+    c.model.blockSize = 16;
+    return c;
+}
+
 void TestBreakpoints::pausesOneGroupOnAMesh()
 {
     QFETCH(bool, cluster);
     BreakpointController controller;
     controller.addBreakpoint(parseBreakpoint("allreduce@tp,step=1"));
-    TrainConfig c = ddpConfig("ddp", 2);
-    c.nodes = 4;
-    c.mesh = "dp=2,tp=2";
-    c.globalBatch = 8;
-    c.model.kind = "gpt";
-    c.model.nEmbd = 32;
-    c.model.blockSize = 16;
-    Run run(controller, c, cluster);
+    Run run(controller, smallGptMesh("dp=2,tp=2"), cluster);
     const auto pause = controller.waitForPause(60s, 0);
     QVERIFY(pause);
     QVERIFY(pause->complete);
@@ -338,6 +346,25 @@ void TestBreakpoints::pausesOneGroupOnAMesh()
     controller.clearBreakpoints();
     controller.resume();
     QVERIFY(run.finish());
+    QVERIFY(std::isfinite(run.summary().finalLoss));
+}
+
+// A pause on a tp group of tp=2,pp=2 holds stage 0 while stage 1 waits in a
+// receive for its activations: held longer than the transport's 10 s
+// timeout, the receive must go on waiting (Transport::holdWaits), and the
+// run end normally after the resume.
+void TestBreakpoints::pauseOutlastsTheTransportTimeout()
+{
+    QFETCH(bool, cluster);
+    BreakpointController controller;
+    controller.addBreakpoint(parseBreakpoint("allreduce@tp,step=1"));
+    Run run(controller, smallGptMesh("tp=2,pp=2"), cluster);
+    const auto pause = controller.waitForPause(60s, 0);
+    QVERIFY(pause);
+    std::this_thread::sleep_for(12s); // the transport's timeout is 10 s
+    controller.clearBreakpoints();
+    controller.resume();
+    QVERIFY2(run.finish(), "the run failed after a pause longer than the transport timeout");
     QVERIFY(std::isfinite(run.summary().finalLoss));
 }
 

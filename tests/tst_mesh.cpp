@@ -1,10 +1,11 @@
 // The device mesh (engine/strategies/mesh.cpp) against the single-node
 // reference on a small gpt: every pair of axes on 4 nodes and dp x tp x pp
-// on 8, sgd and adam, ddp and zero1 on the dp axis, end where single ends
+// on 8, sgd and adam, ddp, zero1, zero2 and zero3 on the dp axis, end where single ends
 // (param_match.h's bounds); the losses are single's. Also the meshes and
 // models it must refuse, in one line, before any node starts.
 #include "engine/models/model.h"
 #include "engine/trainer.h"
+#include "net/communicator.h"
 #include "net/device_mesh.h"
 
 #include "param_match.h"
@@ -23,6 +24,7 @@ private Q_SLOTS:
     void matchesSingle_data();
     void matchesSingle();
     void mlpOnDpAndPp();
+    void zero3KeepsAShardBetweenSteps();
     void bytesPerAxisInClosedForm_data();
     void bytesPerAxisInClosedForm();
     void refusesBadMeshes_data();
@@ -87,6 +89,11 @@ void TestMesh::matchesSingle_data()
     QTest::addRow("tp=4,sp") << "tp=4,sp" << 4 << "ddp" << 1 << false << false;
     QTest::addRow("dp=2,tp=2,pp=2/ddp") << "dp=2,tp=2,pp=2" << 8 << "ddp" << 2 << false << false;
     QTest::addRow("dp=2,tp=2,pp=2/zero1") << "dp=2,tp=2,pp=2" << 8 << "zero1" << 1 << false << false;
+    // zero3: the stage gathered once a step for all its micro-batches.
+    QTest::addRow("dp=2,tp=2/zero3") << "dp=2,tp=2" << 4 << "zero3" << 1 << false << false;
+    QTest::addRow("dp=2,pp=2/zero3") << "dp=2,pp=2" << 4 << "zero3" << 2 << false << false;
+    QTest::addRow("dp=2,cp=2/zero3") << "dp=2,cp=2" << 4 << "zero3" << 1 << false << false;
+    QTest::addRow("dp=2,tp=2,pp=2/zero3") << "dp=2,tp=2,pp=2" << 8 << "zero3" << 2 << false << false;
     QTest::addRow("dp=2,tp=2,pp=2/tcp") << "dp=2,tp=2,pp=2" << 8 << "ddp" << 1 << true << false;
     // The same groups as Gloo's process groups (a ProcessGroupGloo each).
     QTest::addRow("dp=2,tp=2,pp=2/gloo") << "dp=2,tp=2,pp=2" << 8 << "zero1" << 2 << false << true;
@@ -134,6 +141,30 @@ void TestMesh::mlpOnDpAndPp()
     mesh.microBatches = 2;
     const QString mismatch = test::paramMismatch(runTraining(mesh), runTraining(single));
     QVERIFY2(mismatch.isEmpty(), qPrintable(mismatch));
+}
+
+// zero3 on the dp axis holds, between steps, its chunk of the stage's
+// parameters and gradients where zero1 holds the stage in full; the same
+// optimizer shard; and the same bytes on every axis (a gather of the stage
+// in place of zero1's gather of the update).
+void TestMesh::zero3KeepsAShardBetweenSteps()
+{
+    TrainConfig c = gptConfig("dp=2,tp=2,pp=2", 8, OptimizerConfig::Kind::Adam);
+    c.strategy = "zero1";
+    c.microBatches = 2;
+    const TrainSummary zero1 = runTraining(c);
+    c.strategy = "zero3";
+    const TrainSummary zero3 = runTraining(c);
+    QCOMPARE(int(zero3.memoryPerNode.size()), 8);
+    for (std::size_t r = 0; r < 8; ++r) {
+        const auto stage = std::size_t(zero1.memoryPerNode[r].params / 4);
+        const auto data = smol::net::DeviceMesh::parse(c.mesh).coordsOf(int(r)).dp;
+        const auto chunk = std::int64_t(smol::net::Communicator::chunk(stage, 2, data).count);
+        QCOMPARE(zero3.memoryPerNode[r].params, 4 * chunk);
+        QCOMPARE(zero3.memoryPerNode[r].grads, 4 * chunk);
+        QCOMPARE(zero3.memoryPerNode[r].optimizer, zero1.memoryPerNode[r].optimizer);
+        QVERIFY2(zero3.bytesInStepsByAxis[r] == zero1.bytesInStepsByAxis[r], "bytes by axis differ from zero1's");
+    }
 }
 
 void TestMesh::bytesPerAxisInClosedForm_data()
@@ -218,7 +249,7 @@ void TestMesh::refusesBadMeshes_data()
     QTest::newRow("mlp cp") << "cp=2" << 2 << "mlp" << "ddp" << "has no attention";
     QTest::newRow("mlp tp") << "tp=2" << 2 << "mlp" << "ddp" << "is not gpt";
     QTest::newRow("torchscript") << "pp=2" << 2 << "model.pt" << "ddp" << "TorchScript";
-    QTest::newRow("dp strategy") << "dp=2" << 2 << "gpt" << "pipeline" << "ddp, zero1 or zero2";
+    QTest::newRow("dp strategy") << "dp=2" << 2 << "gpt" << "pipeline" << "ddp, zero1, zero2 or zero3";
     QTest::newRow("batch") << "dp=3" << 3 << "gpt" << "ddp" << "does not split into 3 replica";
     QTest::newRow("sp without tp") << "dp=2,sp" << 2 << "gpt" << "ddp" << "needs tp above 1";
     QTest::newRow("sp block") << "tp=4,cp=8,sp" << 32 << "gpt" << "ddp" << "cp x tp = 32 does not divide";

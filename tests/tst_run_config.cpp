@@ -84,8 +84,12 @@ private Q_SLOTS:
             << "Use the gpt";
         QTest::newRow("zero3 on dp") << "dp=2,pp=2"
                                      << "gpt"
-                                     << "zero3" << 4 << "Mesh dp=2,pp=2: "
+                                     << "zero3" << 4 << ""
                                      << "";
+        QTest::newRow("pipeline on dp") << "dp=2,pp=2"
+                                        << "gpt"
+                                        << "pipeline" << 4 << "Mesh dp=2,pp=2: "
+                                        << "";
     }
 
     void meshProblems()

@@ -1,7 +1,7 @@
 // ShardMapModel: parameters merged from ShardCells and grouped by layer,
 // ranks as columns, owned fractions of a chunked parameter, replicated and
 // materialised cells, and how setState() notifies views; ShardMapView paints
-// something. SMOL_SAVE_PNG=1 saves the projector-mode view to /tmp/shard_map.png.
+// something; a mesh's holdings and column notes. SMOL_SAVE_PNG=1 saves the projector-mode view to /tmp/shard_map.png.
 #include "widgets/paint/palette.h"
 #include "widgets/shard_map.h"
 
@@ -182,6 +182,49 @@ private Q_SLOTS:
         QCOMPARE(model.columnCount(), 2);
         QCOMPARE(model.index(0, 0).data(ShardMapModel::OwnedFractionRole).toDouble(), 0.5);
         QCOMPARE(model.index(0, 1).data().toString(), QString());
+    }
+
+    // A device mesh: the same range held by two ranks (dp replicas) fills
+    // both columns without being "all"; a tp half fills half of each of its
+    // two columns; a rank of another stage holds nothing. Column notes come
+    // from shardColumns.
+    void meshHoldingsAreNotReplicated()
+    {
+        ShardMapModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QVector<ShardCell> shards{
+            cell(QStringLiteral("embed.weight"), 0, 8, 0), cell(QStringLiteral("embed.weight"), 0, 8, 2),
+            cell(QStringLiteral("fc.weight"), 0, 4, 0), cell(QStringLiteral("fc.weight"), 4, 8, 1)};
+        auto s = std::make_shared<ClusterState>(*state(4, shards));
+        smol::widgets::ShardColumn column;
+        column.coords = QStringLiteral("dp0 \u00b7 cp1");
+        column.blockSize = 16;
+        column.sequenceBegin = 8;
+        column.sequenceEnd = 16;
+        column.sharedBy = 4;
+        s->shardColumns = {column, column, column, column};
+        model.setState(s);
+        QCOMPARE(model.rowCount(), 2);
+        QCOMPARE(model.index(0, 0).data(ShardMapModel::ReplicatedRole).toBool(), false);
+        QCOMPARE(model.index(0, 0).data(ShardMapModel::OwnedFractionRole).toDouble(), 1.0);
+        QCOMPARE(model.index(0, 2).data(ShardMapModel::OwnedFractionRole).toDouble(), 1.0);
+        QCOMPARE(model.index(0, 1).data(ShardMapModel::OwnedFractionRole).toDouble(), 0.0);
+        QCOMPARE(model.index(0, 2).data().toString(), QStringLiteral("owner"));
+        QCOMPARE(model.index(1, 1).data(ShardMapModel::OwnedFractionRole).toDouble(), 0.5);
+        QCOMPARE(model.index(1, 2).data(ShardMapModel::OwnedFractionRole).toDouble(), 0.0);
+        QCOMPARE(
+            model.headerData(1, Qt::Horizontal, ShardMapModel::ColumnNotesRole).toStringList(),
+            (QStringList{QStringLiteral("dp0 cp1"), QStringLiteral("seq 8-15"), QStringLiteral("opt 1/4")}));
+        // zero3: the params and grads are shared as well.
+        for (smol::widgets::ShardColumn &c : s->shardColumns)
+            c.paramsShared = true;
+        model.setState(s);
+        QCOMPARE(model.headerData(1, Qt::Horizontal, ShardMapModel::ColumnNotesRole).toStringList().last(),
+                 QStringLiteral("p+g+opt 1/4"));
+        // Without a mesh: no notes.
+        model.setState(state(4, shards));
+        QCOMPARE(model.headerData(1, Qt::Horizontal, ShardMapModel::ColumnNotesRole).toStringList(),
+                 QStringList());
     }
 
     void viewPaints()

@@ -88,6 +88,21 @@ struct ShardCell {
     QVector<int> materialisedOn; // ranks holding it in full right now (zero3 mid-step)
 };
 
+// A device mesh node's column of the shard map, planned before the run
+// (engine/strategies/mesh_plan.h): its coordinates, its block of every
+// sequence (cp) and its shard of its stage's optimizer state (dp).
+struct ShardColumn {
+    QString coords;                 // "dp1 · pp0 · tp1"
+    std::int64_t sequenceBegin = 0; // positions [begin, end) of blockSize
+    std::int64_t sequenceEnd = 0;
+    std::int64_t blockSize = 0;
+    std::int64_t optimizerBegin = 0; // elements [begin, end) of its localElements
+    std::int64_t optimizerEnd = 0;
+    std::int64_t localElements = 0;
+    int sharedBy = 1; // the nodes its stage's optimizer state is split over (1: ddp)
+    bool paramsShared = false; // zero3: its params and grads too, between steps
+};
+
 struct ClusterState {
     QString strategy;
     Topology topology = Topology::Ring;
@@ -102,6 +117,7 @@ struct ClusterState {
     // per-link traffic; each node shows its collective bytes instead.
     bool linksKnown = true;
     QVector<ShardCell> shards;
+    QVector<ShardColumn> shardColumns; // by rank; empty without a mesh
     // The run's device mesh, "dp=2,pp=2,tp=2" (net/device_mesh.h); "" without
     // one. With one, the cluster view lays the nodes out as its grid.
     QString mesh;

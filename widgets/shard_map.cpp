@@ -40,6 +40,68 @@ QColor rankTint(int rank, double whiteness)
 
 // ---------------------------------------------------------------- model
 
+namespace {
+
+bool sameColumns(const QVector<ShardColumn> &a, const QVector<ShardColumn> &b)
+{
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const ShardColumn &x, const ShardColumn &y) {
+        return x.coords == y.coords && x.sequenceBegin == y.sequenceBegin && x.sequenceEnd == y.sequenceEnd &&
+               x.blockSize == y.blockSize && x.optimizerBegin == y.optimizerBegin &&
+               x.optimizerEnd == y.optimizerEnd && x.localElements == y.localElements &&
+               x.sharedBy == y.sharedBy && x.paramsShared == y.paramsShared;
+    });
+}
+
+// "12.3k": an element count short enough for a column a projector shows 16 of.
+QString shortCount(std::int64_t n)
+{
+    if (n >= 1000000)
+        return QStringLiteral("%1M").arg(double(n) / 1e6, 0, 'f', n >= 10000000 ? 0 : 1);
+    if (n >= 1000)
+        return QStringLiteral("%1k").arg(double(n) / 1e3, 0, 'f', n >= 10000 ? 0 : 1);
+    return QString::number(n);
+}
+
+// Under "rank N": coordinates, the sequence block when cp cuts it, and the
+// optimizer shard ("opt 1/2" of its stage's state, "opt all"; zero3
+// "p+g+opt 1/2": the params and grads too, between steps).
+QStringList columnNotes(const ShardColumn &c)
+{
+    QStringList lines;
+    // "dp1 · pp0 · tp1" is wider than a column: the axes' letters and digits alone.
+    QString coords = c.coords;
+    coords.replace(QStringLiteral(" \u00b7 "), QStringLiteral(" "));
+    lines << coords;
+    if (c.blockSize > 0 && (c.sequenceBegin > 0 || c.sequenceEnd < c.blockSize))
+        lines << ShardMapModel::tr("seq %1-%2").arg(c.sequenceBegin).arg(c.sequenceEnd - 1);
+    if (c.sharedBy > 1)
+        lines << (c.paramsShared ? ShardMapModel::tr("p+g+opt 1/%1") : ShardMapModel::tr("opt 1/%1"))
+                     .arg(c.sharedBy);
+    else
+        lines << ShardMapModel::tr("opt all");
+    return lines;
+}
+
+QString columnToolTip(int rank, const ShardColumn &c)
+{
+    const QLocale locale;
+    QString text = ShardMapModel::tr("rank %1 (%2): positions %3 to %4 of every %5-token sequence")
+                       .arg(rank)
+                       .arg(c.coords)
+                       .arg(c.sequenceBegin)
+                       .arg(c.sequenceEnd - 1)
+                       .arg(c.blockSize);
+    text +=
+        ShardMapModel::tr("; optimizer state of elements [%1, %2) of its stage's %3 (%4 elements)")
+            .arg(locale.toString(qlonglong(c.optimizerBegin)), locale.toString(qlonglong(c.optimizerEnd)),
+                 locale.toString(qlonglong(c.localElements)), shortCount(c.optimizerEnd - c.optimizerBegin));
+    if (c.paramsShared)
+        text += ShardMapModel::tr("; between steps only that shard of its params and grads too (zero3)");
+    return text;
+}
+
+} // namespace
+
 ShardMapModel::ShardMapModel(QObject *parent)
     : QAbstractTableModel(parent)
 {
@@ -101,14 +163,44 @@ void ShardMapModel::setState(ClusterStatePtr state)
         beginResetModel();
         m_rows = std::move(rows);
         m_ranks = ranks;
+        m_columns = state ? state->shardColumns : QVector<ShardColumn>();
         endResetModel();
         return;
+    }
+    const QVector<ShardColumn> columns = state ? state->shardColumns : QVector<ShardColumn>();
+    if (!sameColumns(columns, m_columns)) {
+        m_columns = columns;
+        Q_EMIT headerDataChanged(Qt::Horizontal, 0, std::max(0, m_ranks - 1));
     }
     if (rows == m_rows)
         return; // 30 snapshots a second mostly repeat the map: no repaint
     m_rows = std::move(rows);
     if (!m_rows.empty() && m_ranks > 0)
         Q_EMIT dataChanged(index(0, 0), index(rowCount() - 1, m_ranks - 1));
+}
+
+std::vector<ShardMapModel::ParamRow> ShardMapModel::layerRows() const
+{
+    std::vector<ParamRow> out;
+    for (const ParamRow &row : m_rows) {
+        if (out.empty() || out.back().layer != row.layer) {
+            ParamRow layer;
+            layer.param = row.layer;
+            layer.layer = row.layer;
+            layer.replicated = true;
+            layer.owned.fill(0, m_ranks);
+            layer.materialised.fill(false, m_ranks);
+            out.push_back(layer);
+        }
+        ParamRow &layer = out.back();
+        layer.elements += row.elements;
+        layer.replicated = layer.replicated && row.replicated;
+        for (int r = 0; r < m_ranks; ++r) {
+            layer.owned[r] += row.owned[r];
+            layer.materialised[r] = layer.materialised[r] || row.materialised[r];
+        }
+    }
+    return out;
 }
 
 int ShardMapModel::rowCount(const QModelIndex &parent) const
@@ -175,6 +267,10 @@ QVariant ShardMapModel::headerData(int section, Qt::Orientation orientation, int
             return tr("rank %1").arg(section);
         if (role == Qt::DecorationRole)
             return rankColor(section);
+        if (role == ColumnNotesRole)
+            return section < m_columns.size() ? columnNotes(m_columns[section]) : QStringList();
+        if (role == Qt::ToolTipRole && section < m_columns.size())
+            return columnToolTip(section, m_columns[section]);
         return {};
     }
     if (section < 0 || std::size_t(section) >= m_rows.size())
@@ -196,6 +292,11 @@ struct ShardMapView::Geometry {
     qreal margin = 8;
     qreal labelWidth = 0;
     qreal headerHeight = 0;
+    qreal notesHeight = 0;                     // compact: the ranks' notes listed below the grid
+    bool compact = false;                      // columns too narrow for "rank N" and notes: one row per layer
+    std::vector<ShardMapModel::ParamRow> rows; // as drawn: by parameter, or compact by layer
+    qreal chipHeight = 0;                      // "rank N"; a mesh's notes below it
+    qreal noteHeight = 0;                      // one line of a column's notes
     qreal legendHeight = 0;
     qreal rowHeight = 0;
     qreal columnWidth = 0;
@@ -231,27 +332,55 @@ ShardMapView::Geometry ShardMapView::geometry() const
     const qreal line = fm.height();
     g.margin = line * 0.6;
     g.outline = m_projector ? 4 : 2;
-    g.headerHeight = line * 1.8;
-    g.legendHeight = legend(nullptr, QRectF(g.margin, 0, width() - 2 * g.margin, 0), g) + line * 0.6;
-    g.layerGap = line * 0.35;
-
+    g.chipHeight = line * 1.8;
+    g.noteHeight = line * 1.05;
+    int noteLines = 0;
+    qreal widestNote = 0;
+    for (int c = 0; c < m_model->columnCount(); ++c) {
+        const QStringList notes =
+            m_model->headerData(c, Qt::Horizontal, ShardMapModel::ColumnNotesRole).toStringList();
+        noteLines = std::max(noteLines, int(notes.size()));
+        for (const QString &n : notes)
+            widestNote = std::max(widestNote, fm.horizontalAdvance(n));
+    }
     qreal widest = fm.horizontalAdvance(QStringLiteral("fc1.weight"));
     for (int r = 0; r < m_model->rowCount(); ++r)
         widest = std::max(widest, fm.horizontalAdvance(m_model->headerData(r, Qt::Vertical).toString()));
     g.labelWidth = std::min(widest + line, width() * 0.4);
+    const int columns = std::max(1, m_model->columnCount());
+    const qreal minColumn = std::max(bold.horizontalAdvance(QStringLiteral("rank 00")), widestNote) + line;
+    // Too many ranks for "rank N" columns (a mesh in the side panel on a
+    // projector): narrow columns headed by the rank's number, and each
+    // rank's notes as a list below the grid.
+    g.compact = (width() - 2 * g.margin - g.labelWidth) / columns < minColumn;
+    g.rows = g.compact ? m_model->layerRows() : m_model->params();
+    if (g.compact) {
+        widest = 0;
+        for (const ShardMapModel::ParamRow &row : g.rows)
+            widest = std::max(widest, fm.horizontalAdvance(row.param));
+        g.labelWidth = std::min(widest + line, width() * 0.45);
+        g.columnWidth = std::max<qreal>(12, (width() - 2 * g.margin - g.labelWidth) / columns);
+        g.headerHeight = g.chipHeight;
+    } else {
+        g.columnWidth =
+            std::clamp((width() - 2 * g.margin - g.labelWidth) / columns, minColumn, minColumn * 2.5);
+        g.headerHeight = g.chipHeight + noteLines * g.noteHeight + (noteLines > 0 ? line * 0.3 : 0);
+    }
+    const QRectF below(g.margin, 0, width() - 2 * g.margin, 0);
+    g.notesHeight = g.compact && noteLines > 0 ? notesList(nullptr, below, g) + line * 0.6 : 0;
+    g.legendHeight = legend(nullptr, below, g) + line * 0.6;
+    g.layerGap = line * 0.35;
 
     int layerBreaks = 0;
-    for (int r = 1; r < m_model->rowCount(); ++r)
-        if (m_model->index(r, 0).data(ShardMapModel::LayerRole) !=
-            m_model->index(r - 1, 0).data(ShardMapModel::LayerRole))
+    for (std::size_t r = 1; r < g.rows.size(); ++r)
+        if (g.rows[r].layer != g.rows[r - 1].layer)
             ++layerBreaks;
-    const int rows = std::max(1, m_model->rowCount());
+    const int rows = std::max(1, int(g.rows.size()));
     const qreal gridHeight =
-        height() - 2 * g.margin - g.headerHeight - g.legendHeight - layerBreaks * g.layerGap;
-    g.rowHeight = std::clamp(gridHeight / rows, line * 1.25, line * 2.2);
-    const int columns = std::max(1, m_model->columnCount());
-    const qreal minColumn = bold.horizontalAdvance(QStringLiteral("rank 00")) + line;
-    g.columnWidth = std::clamp((width() - 2 * g.margin - g.labelWidth) / columns, minColumn, minColumn * 2.5);
+        height() - 2 * g.margin - g.headerHeight - g.notesHeight - g.legendHeight - layerBreaks * g.layerGap;
+    // Compact rows are few (layers): kept low, so the notes below show too.
+    g.rowHeight =
+        std::clamp(gridHeight / rows, line * (g.compact ? 1.1 : 1.25), line * (g.compact ? 1.5 : 2.2));
     return g;
 }
 
@@ -262,15 +391,19 @@ QSize ShardMapView::sizeHint() const
     const int rows = std::max(4, m_model->rowCount());
     const int columns = std::max(2, m_model->columnCount());
     const qreal column = fm.horizontalAdvance(QStringLiteral("rank 00")) * 1.6 + line;
+    const int notes =
+        int(m_model->headerData(0, Qt::Horizontal, ShardMapModel::ColumnNotesRole).toStringList().size());
     return QSize(
         int(fm.horizontalAdvance(QStringLiteral("layers.0.attn.weight")) + columns * column + 2 * line),
-        int(rows * line * 1.8 + 5 * line));
+        int(rows * line * 1.8 + (5 + notes) * line));
 }
 
 QSize ShardMapView::minimumSizeHint() const
 {
+    // Narrower than "rank N" columns need: a side panel gets compact columns
+    // rather than a horizontal scroll bar.
     const QFontMetricsF fm(viewFont());
-    return QSize(int(fm.horizontalAdvance(QStringLiteral("rank 00")) * 4), int(fm.height() * 8));
+    return QSize(int(fm.horizontalAdvance(QStringLiteral("rank 00")) * 2.5), int(fm.height() * 8));
 }
 
 void ShardMapView::paintEvent(QPaintEvent *)
@@ -294,22 +427,38 @@ void ShardMapView::paintEvent(QPaintEvent *)
     const qreal gridLeft = g.margin + g.labelWidth;
     const qreal gridTop = g.margin + g.headerHeight;
 
-    // Column headers: "rank N" on a chip of the rank's colour.
-    p.setFont(g.boldFont);
+    // Column headers: "rank N" on a chip of the rank's colour; compact: the
+    // number alone, every chip's shrunk alike to fit the widest, if need be;
+    // none when they cannot all fit (the list below names the colours).
+    QFont chipFont = g.boldFont;
+    bool titles = true;
+    if (g.compact) {
+        const QString widest = QString::number(m_model->columnCount() - 1);
+        const qreal wide = QFontMetricsF(chipFont).horizontalAdvance(widest);
+        if (wide > g.columnWidth - 4)
+            chipFont.setPointSizeF(std::max(6.0, chipFont.pointSizeF() * (g.columnWidth - 4) / wide));
+        titles = QFontMetricsF(chipFont).horizontalAdvance(widest) <= g.columnWidth - 2;
+    }
+    p.setFont(chipFont);
     for (int c = 0; c < m_model->columnCount(); ++c) {
-        const QRectF chip(gridLeft + c * g.columnWidth + 3, g.margin + 3, g.columnWidth - 6,
-                          g.headerHeight - 6);
+        const qreal inset = g.compact ? 1 : 3;
+        const QRectF chip(gridLeft + c * g.columnWidth + inset, g.margin + 3, g.columnWidth - 2 * inset,
+                          g.chipHeight - 6);
         p.setPen(Qt::NoPen);
         p.setBrush(rankColor(c));
         p.drawRoundedRect(chip, 5, 5);
         p.setPen(Qt::white);
-        p.drawText(chip, Qt::AlignCenter, m_model->headerData(c, Qt::Horizontal).toString());
+        const QString title =
+            g.compact ? QString::number(c) : m_model->headerData(c, Qt::Horizontal).toString();
+        if (titles && QFontMetricsF(chipFont).horizontalAdvance(title) <= chip.width())
+            p.drawText(chip, Qt::AlignCenter, title);
     }
+    if (!g.compact)
+        paintColumnNotes(p, gridLeft, g);
 
     qreal y = gridTop;
-    for (int r = 0; r < m_model->rowCount(); ++r) {
-        if (r > 0 && m_model->index(r, 0).data(ShardMapModel::LayerRole) !=
-                         m_model->index(r - 1, 0).data(ShardMapModel::LayerRole)) {
+    for (std::size_t r = 0; r < g.rows.size(); ++r) {
+        if (r > 0 && g.rows[r].layer != g.rows[r - 1].layer) {
             y += g.layerGap; // a gap and a rule between layers
             p.setPen(QPen(palette().color(QPalette::Mid), 1));
             p.drawLine(QPointF(g.margin, y - g.layerGap / 2),
@@ -318,26 +467,89 @@ void ShardMapView::paintEvent(QPaintEvent *)
         p.setFont(g.font);
         p.setPen(palette().color(QPalette::Text));
         const QRectF label(g.margin, y, g.labelWidth - g.margin, g.rowHeight);
-        const QString name = m_model->headerData(r, Qt::Vertical).toString();
         p.drawText(label, Qt::AlignRight | Qt::AlignVCenter,
-                   QFontMetricsF(g.font).elidedText(name, Qt::ElideMiddle, label.width()));
+                   QFontMetricsF(g.font).elidedText(g.rows[r].param, Qt::ElideMiddle, label.width()));
         for (int c = 0; c < m_model->columnCount(); ++c)
-            paintCell(p, QRectF(gridLeft + c * g.columnWidth, y, g.columnWidth, g.rowHeight),
-                      m_model->index(r, c), g);
+            paintCell(p, QRectF(gridLeft + c * g.columnWidth, y, g.columnWidth, g.rowHeight), g.rows[r], c,
+                      g);
         y += g.rowHeight;
     }
 
+    if (g.notesHeight > 0) {
+        notesList(&p, QRectF(g.margin, y + g.margin, width() - 2 * g.margin, g.notesHeight), g);
+        y += g.notesHeight;
+    }
     legend(&p, QRectF(g.margin, y + g.margin, width() - 2 * g.margin, g.legendHeight), g);
 }
 
-void ShardMapView::paintCell(QPainter &p, const QRectF &cell, const QModelIndex &index,
+// A mesh's lines under each rank's chip: coordinates, sequence block,
+// optimizer shard.
+void ShardMapView::paintColumnNotes(QPainter &p, qreal gridLeft, const Geometry &g) const
+{
+    p.setFont(g.font);
+    p.setPen(palette().color(QPalette::Text));
+    for (int c = 0; c < m_model->columnCount(); ++c) {
+        const QStringList notes =
+            m_model->headerData(c, Qt::Horizontal, ShardMapModel::ColumnNotesRole).toStringList();
+        qreal y = g.margin + g.chipHeight;
+        for (const QString &note : notes) {
+            p.drawText(QRectF(gridLeft + c * g.columnWidth, y, g.columnWidth, g.noteHeight), Qt::AlignCenter,
+                       note);
+            y += g.noteHeight;
+        }
+    }
+}
+
+// Compact: one entry per rank, its number on a chip of its colour and its
+// notes on one line ("dp0 pp1 tp1 · seq 0-7 · opt 1/2"), flowing like the
+// legend. Returns the height; paints only when `p` is not null.
+qreal ShardMapView::notesList(QPainter *p, const QRectF &area, const Geometry &g) const
+{
+    const QFontMetricsF fm(g.font);
+    const qreal line = fm.height();
+    const qreal rowHeight = line * 1.3;
+    qreal x = area.left(), y = area.top();
+    for (int c = 0; c < m_model->columnCount(); ++c) {
+        const QString number = QString::number(c);
+        const qreal chipW = QFontMetricsF(g.boldFont).horizontalAdvance(number) + line * 0.5;
+        const QString text = m_model->headerData(c, Qt::Horizontal, ShardMapModel::ColumnNotesRole)
+                                 .toStringList()
+                                 .join(QStringLiteral(" \u00b7 "));
+        const qreal textW = std::min(fm.horizontalAdvance(text), area.width() - chipW - line * 0.3);
+        const qreal entryW = chipW + line * 0.3 + textW;
+        if (x > area.left() && x + entryW > area.right()) {
+            x = area.left();
+            y += rowHeight;
+        }
+        if (p) {
+            const QRectF chip(x, y + (rowHeight - line * 1.1) / 2, chipW, line * 1.1);
+            p->setPen(Qt::NoPen);
+            p->setBrush(rankColor(c));
+            p->drawRoundedRect(chip, 4, 4);
+            p->setFont(g.boldFont);
+            p->setPen(Qt::white);
+            p->drawText(chip, Qt::AlignCenter, number);
+            p->setFont(g.font);
+            p->setPen(palette().color(QPalette::Text));
+            p->drawText(QRectF(chip.right() + line * 0.3, y, textW + 2, rowHeight),
+                        Qt::AlignLeft | Qt::AlignVCenter, fm.elidedText(text, Qt::ElideRight, textW + 1));
+        }
+        x += entryW + line * 1.2;
+    }
+    return y + rowHeight - area.top();
+}
+
+// As the model's roles say for (row, rank): OwnedFractionRole,
+// ReplicatedRole, MaterialisedRole.
+void ShardMapView::paintCell(QPainter &p, const QRectF &cell, const ShardMapModel::ParamRow &row, int rank,
                              const Geometry &g) const
 {
-    const QRectF box = cell.adjusted(3, 2, -3, -2);
-    const QColor colour = rankColor(index.column());
-    const double fraction = index.data(ShardMapModel::OwnedFractionRole).toDouble();
-    const bool replicated = index.data(ShardMapModel::ReplicatedRole).toBool();
-    const bool materialised = index.data(ShardMapModel::MaterialisedRole).toBool();
+    const QRectF box = g.compact ? cell.adjusted(1, 2, -1, -2) : cell.adjusted(3, 2, -3, -2);
+    const QColor colour = rankColor(rank);
+    const std::int64_t owned = row.owned.value(rank);
+    const double fraction = row.elements > 0 ? std::min(1.0, double(owned) / double(row.elements)) : 0.0;
+    const bool replicated = row.replicated;
+    const bool materialised = row.materialised.value(rank);
 
     p.setPen(QPen(palette().color(QPalette::Midlight), 1));
     p.setBrush(QColor(0xf2, 0xf2, 0xf2));
@@ -346,12 +558,12 @@ void ShardMapView::paintCell(QPainter &p, const QRectF &cell, const QModelIndex 
     QString text;
     if (replicated) {
         p.setPen(Qt::NoPen);
-        p.setBrush(rankTint(index.column(), 0.7));
+        p.setBrush(rankTint(rank, 0.7));
         p.drawRect(box);
         QBrush stripes(colour, Qt::BDiagPattern);
         p.setBrush(stripes);
         p.drawRect(box);
-        text = index.data(Qt::DisplayRole).toString();
+        text = ShardMapModel::tr("all");
     } else if (fraction > 0) {
         const QRectF filled(box.left(), box.top(), box.width() * fraction, box.height());
         p.setPen(Qt::NoPen);
@@ -361,7 +573,7 @@ void ShardMapView::paintCell(QPainter &p, const QRectF &cell, const QModelIndex 
         text = percent < 1 ? QStringLiteral("<1%") : QStringLiteral("%1%").arg(std::lround(percent));
     }
 
-    if (!text.isEmpty()) {
+    if (!text.isEmpty() && QFontMetricsF(g.boldFont).horizontalAdvance(text) <= box.width()) {
         p.setFont(g.boldFont);
         if (replicated) {
             // A pale plate under the word so the stripes do not eat it.

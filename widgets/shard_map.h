@@ -8,7 +8,12 @@
 // them). ShardMapView paints that grid for the projector: a cell is filled
 // in its rank's colour in proportion to the owned share, replicated cells
 // are striped and say "all", materialised cells get an outline and a dot.
-// Both only show the ranges they are given; they measure nothing.
+// Both only show the ranges they are given; they measure nothing. A range
+// held by several ranks (a device mesh's dp and cp replicas) comes as one
+// cell per rank and fills each of their columns; only owner -1 is "all".
+// A mesh's columns also say, under "rank N", the rank's coordinates, its
+// block of the sequence (cp) and its optimizer shard (ClusterState::
+// shardColumns, ColumnNotesRole).
 #pragma once
 
 #include "widgets/cluster_state.h"
@@ -41,6 +46,9 @@ public:
         MaterialisedRole, // bool: the rank holds the whole parameter right now
         ReplicatedRole,   // bool: every rank holds all of it (DisplayRole "all")
         LayerRole,        // QString: the parameter's layer
+        // headerData, horizontal: QStringList, the lines under "rank N" for
+        // a mesh (coordinates, sequence block, optimizer shard); else empty.
+        ColumnNotesRole,
     };
 
     // One parameter, merged from all its ShardCells.
@@ -64,6 +72,9 @@ public:
     // changed); otherwise a model reset. A null state empties the model.
     void setState(ClusterStatePtr state);
     const std::vector<ParamRow> &params() const { return m_rows; }
+    // The rows merged by layer (param = the layer's name): each rank's
+    // elements of the whole layer; replicated when every parameter is.
+    std::vector<ParamRow> layerRows() const;
     int ranks() const { return m_ranks; }
 
     int rowCount(const QModelIndex &parent = {}) const override;
@@ -74,6 +85,7 @@ public:
 private:
     std::vector<ParamRow> m_rows;
     int m_ranks = 0;
+    QVector<ShardColumn> m_columns; // by rank; empty without a mesh
 };
 
 class ShardMapView : public ProjectorWidget {
@@ -96,7 +108,10 @@ private:
     struct Geometry;
     Geometry geometry() const;
     QFont viewFont() const;
-    void paintCell(QPainter &p, const QRectF &cell, const QModelIndex &index, const Geometry &g) const;
+    void paintCell(QPainter &p, const QRectF &cell, const ShardMapModel::ParamRow &row, int rank,
+                   const Geometry &g) const;
+    void paintColumnNotes(QPainter &p, qreal gridLeft, const Geometry &g) const;
+    qreal notesList(QPainter *p, const QRectF &area, const Geometry &g) const;
     // Lays the legend out in rows across `area` and returns its height;
     // paints only when `p` is not null (geometry() measures with it).
     qreal legend(QPainter *p, const QRectF &area, const Geometry &g) const;

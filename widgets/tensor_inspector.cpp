@@ -1,6 +1,7 @@
 #include "tensor_inspector.h"
 
 #include "flow_layout.h"
+#include "memory_model.h"
 #include "step_number.h"
 
 #include <QDoubleSpinBox>
@@ -18,8 +19,55 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 namespace smol::widgets {
+
+namespace {
+
+// "0, 1" (world ranks).
+QString rankList(const QVector<int> &ranks)
+{
+    QStringList out;
+    for (int r : ranks)
+        out.append(QString::number(r));
+    return out.join(QStringLiteral(", "));
+}
+
+// "[4, 64, 128]"
+QString shapeText(const QVector<qint64> &shape)
+{
+    QStringList dims;
+    for (qint64 d : shape)
+        dims.append(QString::number(d));
+    return QStringLiteral("[%1]").arg(dims.join(QStringLiteral(", ")));
+}
+
+// A group tensor's own name ("g.attn.block0"); the label for a recording made before groups.
+QString tensorNameOf(const PausedTensor &t) { return t.tensorName.isEmpty() ? t.name : t.tensorName; }
+
+} // namespace
+
+// ---- pause ------------------------------------------------------------------
+
+const PausedTensor *PauseView::heldGroup() const
+{
+    const PausedTensor *firstGroup = nullptr;
+    for (const PausedTensor &t : inputs) {
+        if (hitRank >= 0 && t.rank == hitRank)
+            return t.members.isEmpty() ? nullptr : &t;
+        if (!firstGroup && !t.members.isEmpty())
+            firstGroup = &t;
+    }
+    return firstGroup;
+}
+
+bool PauseView::inHeldGroup(const PausedTensor &t) const
+{
+    const PausedTensor *held = heldGroup();
+    return !held || (held->members.contains(t.rank) && t.members == held->members &&
+                     t.collective == held->collective && t.name == held->name && t.step == held->step);
+}
 
 // ---- model ------------------------------------------------------------------
 
@@ -28,9 +76,53 @@ InspectorModel::InspectorModel(QObject *parent) : QAbstractTableModel(parent) {}
 void InspectorModel::setPause(const PauseView &pause)
 {
     beginResetModel();
-    m_rows = pause.inputs;
-    m_rows += pause.results;
+    m_rows.clear();
+    m_elsewhere.clear();
+    m_absent.clear();
+    const PausedTensor *held = pause.heldGroup();
+    m_group = held != nullptr;
+    if (!m_group) {
+        m_rows = pause.inputs;
+        m_rows += pause.results;
+    } else {
+        // The members in group order (group rank 0 first), their inputs then their results.
+        for (const QVector<PausedTensor> *side : {&pause.inputs, &pause.results})
+            for (int member : held->members)
+                for (const PausedTensor &t : *side)
+                    if (t.rank == member && pause.inHeldGroup(t))
+                        m_rows.append(t);
+        for (const PausedTensor &t : pause.inputs)
+            if (!pause.inHeldGroup(t))
+                m_elsewhere.append(t);
+        for (int member : held->members)
+            if (std::none_of(pause.inputs.begin(), pause.inputs.end(),
+                             [&](const PausedTensor &t) { return t.rank == member && pause.inHeldGroup(t); }))
+                m_absent.append(member);
+    }
     endResetModel();
+}
+
+void InspectorModel::setMesh(const QString &spec)
+{
+    net::DeviceMesh mesh;
+    try {
+        if (!spec.isEmpty())
+            mesh = net::DeviceMesh::parse(spec.toStdString());
+    } catch (const std::invalid_argument &) {
+        mesh = net::DeviceMesh(); // no coordinates rather than wrong ones
+    }
+    if (mesh == m_mesh)
+        return;
+    m_mesh = mesh;
+    if (!m_rows.isEmpty())
+        Q_EMIT dataChanged(index(0, Coords), index(int(m_rows.size()) - 1, Coords));
+}
+
+QString InspectorModel::coordsOf(int rank) const
+{
+    if (m_mesh.trivial() || rank < 0 || rank >= m_mesh.nodes())
+        return {};
+    return QString::fromStdString(m_mesh.coordsLabel(rank));
 }
 
 void InspectorModel::setRankNames(const QStringList &names)
@@ -69,8 +161,9 @@ QVariant InspectorModel::data(const QModelIndex &index, int role) const
                                                                                                     : QVariant(m_rankNames[t.rank]);
     case Side:
         return t.before ? QStringLiteral("input") : QStringLiteral("result");
-    case Name:
-        return QStringLiteral("%1 '%2' step %3").arg(t.collective, t.name).arg(t.step);
+    case Name: // a member's: its tensor (the title names the collective)
+        return m_group ? tensorNameOf(t)
+                       : QStringLiteral("%1 '%2' step %3").arg(t.collective, t.name).arg(t.step);
     case Count:
         return raw ? QVariant(t.count) : QVariant(QString::number(t.count));
     case Min:
@@ -85,6 +178,12 @@ QVariant InspectorModel::data(const QModelIndex &index, int role) const
         return num(t.l2);
     case NaN:
         return raw ? QVariant(t.nanCount) : QVariant(QString::number(t.nanCount));
+    case Coords:
+        return coordsOf(t.rank);
+    case Shape:
+        return raw ? QVariant(t.count) : QVariant(shapeText(t.shape));
+    case Bytes:
+        return raw ? QVariant(t.bytes) : QVariant(MemoryModel::bytesText(t.bytes));
     }
     return {};
 }
@@ -93,7 +192,10 @@ QVariant InspectorModel::headerData(int section, Qt::Orientation orientation, in
 {
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
         return {};
-    static const char *names[NUM_COLUMNS] = {"rank", "", "collective", "elements", "min", "max", "mean", "std", "L2", "NaN"};
+    static const char *names[NUM_COLUMNS] = {"rank", "", "collective", "elements", "min",   "max",  "mean",
+                                             "std",  "L2", "NaN",        "mesh",     "shape", "bytes"};
+    if (section == Name && m_group)
+        return tr("tensor");
     return section >= 0 && section < NUM_COLUMNS ? QString::fromLatin1(names[section]) : QString();
 }
 
@@ -188,11 +290,24 @@ QString TensorPlot::caption(const PausedTensor &t, const QString &rankName)
         .arg(t.nanCount);
 }
 
+QString TensorPlot::memberCaption(const PausedTensor &t, const QString &rankName, const QString &coords)
+{
+    const QString who = coords.isEmpty() ? rankName : QStringLiteral("%1 (%2)").arg(rankName, coords);
+    return tr("%1 %2: %3 %4, %5 elements, %6, L2 %7, mean %8, NaN %9")
+        .arg(who, t.before ? tr("input") : tr("result"), tensorNameOf(t), shapeText(t.shape))
+        .arg(t.count)
+        .arg(MemoryModel::bytesText(t.bytes))
+        .arg(t.l2, 0, 'g', 4)
+        .arg(t.mean, 0, 'g', 4)
+        .arg(t.nanCount);
+}
+
 // ---- inspector ----------------------------------------------------------------
 
 TensorInspector::TensorInspector(QWidget *parent)
     : QWidget(parent), m_model(new InspectorModel(this)), m_table(new QTableView(this)), m_plot(new TensorPlot(this)),
-      m_title(new QLabel(tr("Not paused"), this)), m_caption(new QLabel(this)), m_factor(new QDoubleSpinBox(this)),
+      m_title(new QLabel(tr("Not paused"), this)), m_caption(new QLabel(this)), m_elsewhere(new QLabel(this)),
+      m_factor(new QDoubleSpinBox(this)),
       m_scale(new QPushButton(tr("Scale"), this)), m_zero(new QPushButton(tr("Zero"), this)),
       m_nan(new QPushButton(tr("Inject NaN"), this))
 {
@@ -203,6 +318,13 @@ TensorInspector::TensorInspector(QWidget *parent)
     m_table->verticalHeader()->hide();
     // The figures first, the long collective name last (it takes what is left, elided).
     m_table->horizontalHeader()->moveSection(InspectorModel::Name, InspectorModel::NUM_COLUMNS - 1);
+    // A group pause's columns: a member's coordinates beside its rank, its
+    // shape and bytes beside its element count.
+    QHeaderView *header = m_table->horizontalHeader();
+    using M = InspectorModel;
+    header->moveSection(header->visualIndex(M::Coords), header->visualIndex(M::Rank) + 1);
+    header->moveSection(header->visualIndex(M::Shape), header->visualIndex(M::Count));
+    header->moveSection(header->visualIndex(M::Bytes), header->visualIndex(M::Count) + 1);
     m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_table->horizontalHeader()->setSectionResizeMode(InspectorModel::Name, QHeaderView::Stretch);
     m_table->setTextElideMode(Qt::ElideRight);
@@ -214,6 +336,10 @@ TensorInspector::TensorInspector(QWidget *parent)
     m_caption->setWordWrap(true);
     m_caption->setTextFormat(Qt::PlainText);
     m_caption->setAlignment(Qt::AlignHCenter);
+    m_elsewhere->setObjectName(QStringLiteral("heldElsewhere"));
+    m_elsewhere->setWordWrap(true);
+    m_elsewhere->setTextFormat(Qt::PlainText);
+    m_elsewhere->hide();
     // Header and three rows at least; the rest scrolls inside the table (a
     // short side panel keeps the edit buttons on screen).
     m_table->setMinimumHeight(m_table->fontMetrics().height() * 3);
@@ -233,6 +359,7 @@ TensorInspector::TensorInspector(QWidget *parent)
     auto *layout = new QVBoxLayout(this);
     layout->addWidget(m_title);
     layout->addWidget(m_table, 2);
+    layout->addWidget(m_elsewhere);
     layout->addLayout(edits); // above the plot: on a short screen the plot gives way, not the buttons
     layout->addWidget(m_caption);
     layout->addWidget(m_plot, 3);
@@ -252,28 +379,132 @@ void TensorInspector::setPause(const PauseView &pause)
 {
     m_model->setPause(pause);
     fitColumns();
-    const PausedTensor *first = m_model->tensorAt(0);
-    m_title->setText(first ? tr("Paused (%1) at %2 '%3', %4: %5 node(s)%6")
-                                 .arg(pause.reason, first->collective, first->name)
-                                 .arg(stepText(pause.step()))
-                                 .arg(pause.inputs.size())
-                                 .arg(pause.complete ? QString() : tr(", not every node reached it"))
-                           : tr("Paused"));
+    m_title->setText(titleOf(pause));
+    m_complete = pause.complete;
+    showElsewhere();
     selectRow(0);
     m_table->selectRow(0);
+}
+
+QString TensorInspector::titleOf(const PauseView &pause) const
+{
+    const PausedTensor *held = pause.heldGroup();
+    // The members are the table's rows, the others are named under it; the
+    // reason is the status bar's (two lines, not three, on a projector).
+    if (held)
+        return tr("%1 group (ranks %2) held at %3 '%4', %5")
+            .arg(held->axis, rankList(held->members), held->collective, tensorNameOf(*held))
+            .arg(stepText(pause.step()));
+    const PausedTensor *first = m_model->tensorAt(0);
+    return first ? tr("Paused (%1) at %2 '%3', %4: %5 node(s)%6")
+                       .arg(pause.reason, first->collective, first->name)
+                       .arg(stepText(pause.step()))
+                       .arg(pause.inputs.size())
+                       .arg(pause.complete ? QString() : tr(", not every node reached it"))
+                 : tr("Paused");
+}
+
+// "Held elsewhere: ranks 2, 3 at tp all-reduce 'g.attn.block0'; rank 4 at
+// send 'stage1.act'": the nodes not in the held group, by the collective
+// each waits at; then the members that have not reached it, and the nodes
+// not held at all (in a receive, say).
+QString TensorInspector::elsewhereText() const
+{
+    QStringList places;
+    QVector<QVector<int>> ranksAt;
+    QVector<int> held;
+    for (int row = 0; row < m_model->rowCount(); ++row)
+        held.append(m_model->tensorAt(row)->rank);
+    for (const PausedTensor &t : m_model->elsewhere()) {
+        held.append(t.rank);
+        const QString place = t.axis.isEmpty()
+                                  ? QStringLiteral("%1 '%2'").arg(t.collective, t.name)
+                                  : QStringLiteral("%1 %2 '%3'").arg(t.axis, t.collective, tensorNameOf(t));
+        const qsizetype at = places.indexOf(place);
+        if (at < 0) {
+            places.append(place);
+            ranksAt.append(QVector<int>{t.rank});
+        } else {
+            ranksAt[at].append(t.rank);
+        }
+    }
+    QStringList parts;
+    for (qsizetype i = 0; i < places.size(); ++i)
+        parts.append(tr("%1 %2 at %3")
+                         .arg(ranksAt[i].size() == 1 ? tr("rank") : tr("ranks"), rankList(ranksAt[i]), places[i]));
+    QStringList lines;
+    if (!parts.isEmpty())
+        lines.append(tr("Held elsewhere: %1").arg(parts.join(QStringLiteral("; "))));
+    const auto ranks = [](const QVector<int> &r) {
+        return (r.size() == 1 ? tr("rank %1") : tr("ranks %1")).arg(rankList(r));
+    };
+    if (!m_model->absentMembers().isEmpty())
+        lines.append(tr("Not at it yet: %1").arg(ranks(m_model->absentMembers())));
+    QVector<int> unheld; // the mesh's ranks that no input came from
+    for (int r = 0; r < m_model->meshNodes(); ++r)
+        if (!held.contains(r) && !m_model->absentMembers().contains(r))
+            unheld.append(r);
+    if (!unheld.isEmpty())
+        lines.append(tr("Not held (waiting in a receive or computing): %1").arg(ranks(unheld)));
+    else if (!m_complete && m_model->meshNodes() == 0)
+        lines.append(tr("Not every node is held."));
+    return lines.join(QLatin1Char('\n'));
+}
+
+// The nodes held elsewhere under the table: wrapped when the page has the
+// room, else one elided line (the tooltip has all of it), so that the
+// members' rows and the edit buttons keep theirs.
+void TensorInspector::showElsewhere()
+{
+    m_elsewhereText = m_model->groupPause() ? elsewhereText() : QString();
+    m_elsewhere->setToolTip(m_elsewhereText);
+    m_elsewhere->setVisible(!m_elsewhereText.isEmpty());
+    if (m_elsewhereText.isEmpty())
+        return;
+    // Every member's row, up to four, without scrolling.
+    const int rows = std::min(4, std::max(1, m_model->rowCount()));
+    m_table->setMinimumHeight(m_table->horizontalHeader()->sizeHint().height() +
+                              rows * m_table->verticalHeader()->defaultSectionSize() + 2 * m_table->frameWidth());
+    const QMargins m = layout()->contentsMargins();
+    const int inner = width() - m.left() - m.right(), spacing = std::max(0, layout()->spacing());
+    const int fixed = m.top() + m.bottom() + 3 * spacing + m_title->heightForWidth(inner) + m_table->minimumHeight() +
+                      m_edits->heightForWidth(inner);
+    m_elsewhere->setText(m_elsewhereText);
+    if (height() < fixed + m_elsewhere->heightForWidth(inner))
+        m_elsewhere->setText(m_elsewhere->fontMetrics().elidedText(
+            QString(m_elsewhereText).replace(QLatin1Char('\n'), QStringLiteral("; ")), Qt::ElideRight, inner));
+}
+
+QString TensorInspector::captionOf(const PausedTensor &t) const
+{
+    const QString name = m_model->rankName(t.rank);
+    return m_model->groupPause() ? TensorPlot::memberCaption(t, name, m_model->coordsOf(t.rank))
+                                 : TensorPlot::caption(t, name);
 }
 
 void TensorInspector::setRankNames(const QStringList &names)
 {
     m_model->setRankNames(names);
     if (const PausedTensor *t = selected())
-        m_caption->setText(TensorPlot::caption(*t, m_model->rankName(t->rank)));
+        m_caption->setText(captionOf(*t));
+}
+
+void TensorInspector::setMesh(const QString &spec)
+{
+    m_model->setMesh(spec);
+    if (const PausedTensor *t = selected())
+        m_caption->setText(captionOf(*t));
+    showElsewhere();
+    fitColumns();
+    fitPlot();
 }
 
 void TensorInspector::clear()
 {
     m_model->setPause({});
     m_title->setText(tr("Running: press Space (pause) or set a breakpoint to stop the cluster at a collective"));
+    m_table->setMinimumHeight(m_table->fontMetrics().height() * 3);
+    showElsewhere();
     selectRow(-1);
 }
 
@@ -287,6 +518,7 @@ void TensorInspector::resizeEvent(QResizeEvent *event)
 {
     QWidget::resizeEvent(event);
     fitColumns();
+    showElsewhere();
     fitPlot();
 }
 
@@ -299,13 +531,18 @@ void TensorInspector::fitPlot()
     const int w = width();
     const QMargins m = layout()->contentsMargins();
     const int spacing = std::max(0, layout()->spacing());
-    const int need = m.top() + m.bottom() + 4 * spacing + m_title->heightForWidth(w - m.left() - m.right()) +
-                     m_table->minimumHeight() + m_edits->heightForWidth(w - m.left() - m.right()) +
-                     m_caption->heightForWidth(w - m.left() - m.right()) + 2 * m_plot->minimumHeight();
+    const int inner = w - m.left() - m.right();
+    const int elsewhere = !m_elsewhere->isHidden() ? spacing + m_elsewhere->heightForWidth(inner) : 0;
+    const int need = m.top() + m.bottom() + 4 * spacing + m_title->heightForWidth(inner) + m_table->minimumHeight() +
+                     elsewhere + m_edits->heightForWidth(inner) + m_caption->heightForWidth(inner) +
+                     2 * m_plot->minimumHeight();
     const bool room = height() >= need;
     const bool has = selected() != nullptr;
     m_plot->setVisible(room);
-    m_caption->setVisible(room && has);
+    // A member's caption has what the table's narrowed columns left out: it
+    // stays while there is room for it alone.
+    const bool captionRoom = room || (m_model->groupPause() && height() >= need - 2 * m_plot->minimumHeight());
+    m_caption->setVisible(captionRoom && has);
 }
 
 void TensorInspector::fitColumns()
@@ -314,15 +551,24 @@ void TensorInspector::fitColumns()
     // title has the collective's name, the tooltip-free rest goes first;
     // on the narrowest panel (a projector beside a lesson) mean and min go
     // too, never max or the NaN count.
-    const int kDropOrder[] = {InspectorModel::Name, InspectorModel::L2,   InspectorModel::Std, InspectorModel::Count,
-                              InspectorModel::Side, InspectorModel::Mean, InspectorModel::Min};
+    using M = InspectorModel;
+    const QVector<int> kDropOrder{M::Name, M::L2, M::Std, M::Count, M::Side, M::Mean, M::Min};
+    // A group's members: who (rank, coordinates) and what each contributes
+    // (bytes, its norm) stay longest; the caption under the table has the rest.
+    const QVector<int> kGroupDropOrder{M::Std,  M::Min,  M::Max,   M::Side,  M::NaN,
+                                       M::Mean, M::Name, M::Count, M::Shape, M::Bytes};
+    const bool group = m_model->groupPause();
+    const QVector<int> groupOnly{M::Coords, M::Shape, M::Bytes};
     QHeaderView *header = m_table->horizontalHeader();
     for (int c = 0; c < InspectorModel::NUM_COLUMNS; ++c)
-        m_table->setColumnHidden(c, false);
+        m_table->setColumnHidden(c, !group && groupOnly.contains(c));
     const auto need = [&] {
         int w = 0;
         for (int c = 0; c < InspectorModel::NUM_COLUMNS; ++c)
-            if (!m_table->isColumnHidden(c))
+            if (!m_table->isColumnHidden(c) && group) // by content: the stretched last section is no measure
+                w += std::max(header->sectionSizeHint(c),
+                              static_cast<QAbstractItemView *>(m_table)->sizeHintForColumn(c));
+            else if (!m_table->isColumnHidden(c))
                 w += c == InspectorModel::Name ? 8 * header->fontMetrics().averageCharWidth() // it stretches, elided
                                                : std::max(header->sectionSizeHint(c), header->sectionSize(c));
         return w;
@@ -331,7 +577,7 @@ void TensorInspector::fitColumns()
     // appears after this, and the last column must not go under it.
     const int room = (m_table->viewport()->width() > 0 ? m_table->width() - 2 * m_table->frameWidth() : width()) -
                      m_table->verticalScrollBar()->sizeHint().width();
-    for (int c : kDropOrder)
+    for (int c : group ? kGroupDropOrder : kDropOrder)
         if (need() > room)
             m_table->setColumnHidden(c, true);
 }
@@ -341,7 +587,7 @@ void TensorInspector::selectRow(int row)
     m_row = row;
     const PausedTensor *t = selected();
     m_plot->setTensor(t);
-    m_caption->setText(t ? TensorPlot::caption(*t, m_model->rankName(t->rank)) : QString());
+    m_caption->setText(t ? captionOf(*t) : QString());
     fitPlot();
     const bool editable = t && t->before;
     m_scale->setEnabled(editable);

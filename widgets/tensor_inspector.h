@@ -5,7 +5,15 @@
 // small enough to have its values, and buttons to edit one node's tensor
 // before resuming (scale, zero, NaN) or to export it (CSV, PNG). It shows
 // the snapshots the engine took; it computes nothing itself.
+//
+// At a pause on a process group's collective (a device mesh's tp, pp, cp or
+// dp group) the table lists the held group's members only: each member's
+// rank and mesh coordinates and what it contributes (tensor, shape,
+// elements, bytes, figures); the nodes held at other collectives are named
+// apart, under the table. A world collective's pause looks as it always did.
 #pragma once
+
+#include "net/device_mesh.h"
 
 #include <QAbstractTableModel>
 #include <QString>
@@ -36,6 +44,14 @@ struct PausedTensor {
     QVector<qint64> histogram;
     double histogramMin = 0, histogramMax = 0;
     QVector<qint64> shape;
+    qint64 bytes = 0; // count x the element's size
+    // A group's collective: its axis ("tp"), its members' world ranks in
+    // group order and the caller's tensor name (`name` is the label, "tp
+    // (ranks 0, 1) · g.attn.block0"). Empty for the world's, and in
+    // recordings made before groups.
+    QString axis;
+    QVector<int> members;
+    QString tensorName;
 };
 
 struct PauseView {
@@ -44,18 +60,39 @@ struct PauseView {
     bool complete = false;
     QVector<PausedTensor> inputs;
     QVector<PausedTensor> results; // after a step: the collective's outputs
+    int hitRank = -1; // the node whose collective matched the breakpoint; -1: not known (a recording)
 
     // The held collective's step, the engine's index (widgets/step_number.h); -1: none.
     qint64 step() const { return inputs.isEmpty() ? -1 : inputs.front().step; }
+    // The group collective the pause is on: the hit node's input when it is
+    // a group's (not knowing the hit node, the first group input); null when
+    // the pause is on a world collective.
+    const PausedTensor *heldGroup() const;
+    // Whether `t` is a tensor of the held group's collective (a member's, at
+    // that very collective); every tensor is, at a world pause.
+    bool inHeldGroup(const PausedTensor &t) const;
 };
 
 class InspectorModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Columns { Rank, Side, Name, Count, Min, Max, Mean, Std, L2, NaN, NUM_COLUMNS };
+    // Coords, Shape and Bytes are a group pause's (hidden at a world pause).
+    enum Columns { Rank, Side, Name, Count, Min, Max, Mean, Std, L2, NaN, Coords, Shape, Bytes, NUM_COLUMNS };
     static constexpr int SortRole = Qt::UserRole;
     explicit InspectorModel(QObject *parent = nullptr);
-    void setPause(const PauseView &pause); // inputs, then results
+    // Inputs, then results; at a group pause only the held group's members'.
+    void setPause(const PauseView &pause);
+    // The run's device mesh ("dp=2,pp=2,tp=2", ClusterState::mesh) for the
+    // members' coordinates; "" or one that does not parse: none.
+    void setMesh(const QString &spec);
+    bool groupPause() const { return m_group; }
+    // "dp0 · pp0 · tp1" for a rank of the mesh; "" without one.
+    QString coordsOf(int rank) const;
+    int meshNodes() const { return m_mesh.trivial() ? 0 : m_mesh.nodes(); }
+    // A group pause's other held nodes (their inputs), at other collectives.
+    const QVector<PausedTensor> &elsewhere() const { return m_elsewhere; }
+    // A group pause's members without an input at the held collective.
+    const QVector<int> &absentMembers() const { return m_absent; }
     // What the Rank column says for each rank (displayName(): "local-0",
     // "0 · pi-1"); without a name, the rank's number.
     void setRankNames(const QStringList &names);
@@ -68,7 +105,11 @@ public:
 
 private:
     QVector<PausedTensor> m_rows;
+    QVector<PausedTensor> m_elsewhere;
+    QVector<int> m_absent;
+    bool m_group = false;
     QStringList m_rankNames;
+    net::DeviceMesh m_mesh; // trivial: none
 };
 
 // The histogram (always) and, for a 2-D tensor with values, a heatmap.
@@ -82,6 +123,9 @@ public:
     // "local-0 input (node 0's chunk, ...): 8224 elements, mean 0.003, NaN 0":
     // what the inspector's caption above the plot says of `t`.
     static QString caption(const PausedTensor &t, const QString &rankName);
+    // A group member's: "local-1 (dp0 · pp0 · tp1) input: g.attn.block0
+    // [4, 64, 128], 32768 elements, 128 KiB, L2 3.2, mean 0.003, NaN 0".
+    static QString memberCaption(const PausedTensor &t, const QString &rankName, const QString &coords);
 
 protected:
     void paintEvent(QPaintEvent *) override;
@@ -98,10 +142,13 @@ public:
     explicit TensorInspector(QWidget *parent = nullptr);
     void setPause(const PauseView &pause);
     void setRankNames(const QStringList &names);
+    void setMesh(const QString &spec); // ClusterState::mesh
     void clear();
     void setProjectorMode(bool on);
     InspectorModel *model() const { return m_model; }
     QLabel *caption() const { return m_caption; }
+    // A group pause's nodes held at other collectives ("held elsewhere: ...").
+    QLabel *elsewhere() const { return m_elsewhere; }
     // Writes the selected tensor's values (or its downsampled view) as CSV.
     bool exportCsv(const QString &path) const;
     bool exportPng(const QString &path);
@@ -118,12 +165,19 @@ private:
     void fitPlot();    // hide the histogram rather than lay it over the buttons
     void selectRow(int row);
     const PausedTensor *selected() const;
+    QString titleOf(const PauseView &pause) const;
+    QString elsewhereText() const;
+    void showElsewhere();
+    QString captionOf(const PausedTensor &t) const;
 
     InspectorModel *m_model;
     QTableView *m_table;
     TensorPlot *m_plot;
     QLabel *m_title;
-    QLabel *m_caption; // the selected tensor's, above the plot (wraps)
+    QLabel *m_caption;       // the selected tensor's, above the plot (wraps)
+    QLabel *m_elsewhere;     // a group pause's other held nodes, under the table (wraps)
+    QString m_elsewhereText; // all of it (the label may show it elided)
+    bool m_complete = true;  // the pause's: every running node held
     QLayout *m_edits = nullptr;
     QDoubleSpinBox *m_factor;
     QPushButton *m_scale, *m_zero, *m_nan;

@@ -73,7 +73,7 @@ struct NodeFacts {
     std::map<int, net::MemoryByCategory> stepPeaks; // by rank
     const LiveSink::Traffic &traffic;
     const NodeEmulation &emulation;
-    std::optional<std::int64_t> predicted;
+    PredictedBytes predicted; // by rank (a mesh) or one for every node
     bool gloo = false;
     bool paused = false;
     bool stopRequested = false;
@@ -113,7 +113,7 @@ widgets::NodeState nodeStateOf(const ClusterNode &n, const QString &strategy, co
             ns.memory = it->second.memory;
         if (const auto peak = f.stepPeaks.find(ns.rank); peak != f.stepPeaks.end())
             ns.stepPeak = peak->second;
-        ns.predictedBytes = f.predicted;
+        ns.predictedBytes = f.predicted.of(ns.rank);
         if (f.gloo) { // links unknown: what this node handed to Gloo's collectives over the last second
             const auto sent = f.traffic.sentPerSecond.find(ns.rank);
             ns.collectiveBytesPerSecond = sent == f.traffic.sentPerSecond.end() ? 0.0 : sent->second;
@@ -196,6 +196,7 @@ struct EngineController::Private {
         std::lock_guard lock(progress.mutex);
         progress.shards = std::move(p.shards);
         progress.predicted = p.predicted;
+        progress.shardColumns = std::move(p.columns);
         progress.dirty = true;
     }
 };
@@ -451,7 +452,8 @@ void EngineController::resetForRun(const RunSettings &s)
         d->progress.testLoss.clear();
         d->progress.lastStep = -1;
         d->progress.shards.clear();
-        d->progress.predicted.reset();
+        d->progress.predicted = {};
+        d->progress.shardColumns.clear();
         d->progress.dirty = true;
     }
     d->pause = PauseView();
@@ -644,7 +646,7 @@ void EngineController::publish()
     publishTimeline();
     bool dirty = d->sink.takeDirty();
     auto state = std::make_shared<widgets::ClusterState>();
-    std::optional<std::int64_t> predicted;
+    PredictedBytes predicted;
     publishProgress(*state, dirty, predicted);
     const std::vector<ClusterNode> nodes = d->coordinator->nodes();
     const bool paused = d->breakpoints.isPaused();
@@ -711,7 +713,7 @@ void EngineController::publishTimeline()
 // The run's plan and progress since the last snapshot, taken under the lock;
 // the charts' points go out at once.
 void EngineController::publishProgress(widgets::ClusterState &state, bool &dirty,
-                                       std::optional<std::int64_t> &predicted)
+                                       PredictedBytes &predicted)
 {
     std::vector<widgets::StepPoint> steps;
     std::vector<std::pair<std::int64_t, double>> testLoss;
@@ -728,6 +730,7 @@ void EngineController::publishProgress(widgets::ClusterState &state, bool &dirty
         state.step = p.lastStep;
         state.steps = p.settings.steps;
         state.shards = p.shards;
+        state.shardColumns = p.shardColumns;
         predicted = p.predicted;
         if (!d->breakpoints.isPaused())
             p.gathered.clear(); // a pause's picture ends with the pause

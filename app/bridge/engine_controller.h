@@ -26,6 +26,8 @@ struct TrainConfig;
 
 namespace smol::app {
 
+struct PredictedBytes; // run_plan.h
+
 struct RunSettings {
     QString strategy = QStringLiteral("ddp");
     QString model = QStringLiteral("mlp");
@@ -180,7 +182,7 @@ private:
     void publish();
     void publishJoinFailures();
     void publishTimeline();
-    void publishProgress(widgets::ClusterState &state, bool &dirty, std::optional<std::int64_t> &predicted);
+    void publishProgress(widgets::ClusterState &state, bool &dirty, PredictedBytes &predicted);
 
     std::unique_ptr<Private> d;
 };

@@ -1,15 +1,25 @@
 #include "paused_tensor.h"
 
 #include "engine/breakpoints/breakpoints.h"
+#include "engine/cluster/admission.h"
 #include "net/dtype.h"
 
 namespace smol::app {
+
+namespace {
+
+// Names and axes reach here from the nodes (a cluster run's RPC) or a file:
+// printable and bounded before a label shows them.
+constexpr int kMaxNameChars = 200;
+QString shown(const std::string &text) { return QString::fromStdString(engine::printableText(text, kMaxNameChars)); }
+
+} // namespace
 
 widgets::PausedTensor pausedTensorOf(const engine::TensorSnapshot &s)
 {
     widgets::PausedTensor t;
     t.rank = s.node;
-    t.name = QString::fromStdString(s.name);
+    t.name = shown(s.name);
     t.collective = net::collectiveName(s.kind);
     t.step = s.step;
     t.count = s.count;
@@ -29,6 +39,12 @@ widgets::PausedTensor pausedTensorOf(const engine::TensorSnapshot &s)
     t.histogramMax = s.histogramMax;
     for (auto d : s.shape)
         t.shape.append(d);
+    t.bytes = s.count * qint64(net::dtypeSize(s.dtype));
+    if (!s.members.empty()) { // a group's collective
+        t.axis = shown(s.axis);
+        t.members = QVector<int>(s.members.begin(), s.members.end());
+        t.tensorName = shown(s.bufferName);
+    }
     return t;
 }
 
@@ -38,6 +54,7 @@ widgets::PauseView pauseViewOf(const engine::PauseState &state)
     view.id = state.id;
     view.reason = QString::fromStdString(state.reason);
     view.complete = state.complete;
+    view.hitRank = state.hitNode;
     for (const auto &t : state.inputs)
         view.inputs.append(pausedTensorOf(t));
     for (const auto &t : state.results)

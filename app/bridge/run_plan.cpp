@@ -1,6 +1,7 @@
 #include "run_plan.h"
 
 #include "engine/models/model.h"
+#include "engine/strategies/mesh_plan.h"
 #include "engine/strategy.h"
 #include "engine/trainer.h"
 
@@ -31,21 +32,48 @@ engine::ShardPlanInput planInput(const engine::TrainConfig &c, engine::TrainMode
     return in;
 }
 
+// A mesh: one cell per rank for each range it holds (dp and cp replicas
+// hold the same ranges, each in its own column), each rank's bytes, and what
+// its column says about its sequence block and optimizer shard.
+RunPlan meshPlan(const engine::TrainConfig &c, engine::TrainModel &model)
+{
+    RunPlan plan;
+    const engine::MeshPlan mesh = engine::planMesh(c, model);
+    for (const engine::MeshRankPlan &r : mesh.ranks) {
+        for (const engine::MeshParamHolding &h : r.params)
+            for (const engine::MeshElementRange &range : h.ranges)
+                plan.shards.append(widgets::ShardCell{QString::fromStdString(h.param),
+                                                      QString::fromStdString(h.layer), range.begin, range.end,
+                                                      r.rank, {}});
+        plan.predicted.byRank.append(r.modelStateBytes());
+        widgets::ShardColumn column;
+        column.coords = QString::fromStdString(r.coords);
+        column.sequenceBegin = r.sequenceBegin;
+        column.sequenceEnd = r.sequenceEnd;
+        column.blockSize = r.blockSize;
+        column.optimizerBegin = r.optimizerBegin;
+        column.optimizerEnd = r.optimizerEnd;
+        column.localElements = r.localElements;
+        column.sharedBy = c.strategy == "ddp" ? 1 : r.dataGroupSize;
+        column.paramsShared = c.strategy == "zero3" && r.dataGroupSize > 1;
+        plan.columns.append(column);
+    }
+    return plan;
+}
+
 } // namespace
 
 RunPlan planRun(const engine::TrainConfig &c)
 {
     RunPlan plan;
-    // A mesh's shards and memory are not its dp strategy's: no plan and no
-    // formula (the shard map is the run's own, from its first report).
-    if (!c.mesh.empty())
-        return plan;
     try {
         engine::ModelConfig mc = c.model;
         mc.seed = c.seed;
         if (mc.kind == "gpt")
             mc.vocabSize = 96;
         const auto model = engine::makeModel(mc);
+        if (!c.mesh.empty())
+            return meshPlan(c, *model);
         const engine::ShardPlanInput in = planInput(c, *model);
         std::map<std::string, std::string> layerOf;
         for (const engine::PlannedLayer &layer : in.layers)
@@ -60,7 +88,7 @@ RunPlan planRun(const engine::TrainConfig &c)
             closed.params += p.numel;
         closed.nodes = c.nodes;
         closed.adam = c.optimizer.kind == engine::OptimizerConfig::Kind::Adam;
-        plan.predicted = engine::describeStrategy(c.strategy)->modelStateBytes(closed);
+        plan.predicted.everyNode = engine::describeStrategy(c.strategy)->modelStateBytes(closed);
     } catch (const std::exception &) {
         return {};
     }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "engine_controller.h"
+#include "run_plan.h"
 
 #include <cstdint>
 #include <map>
@@ -23,7 +24,8 @@ struct RunProgress {
     std::vector<std::pair<std::int64_t, double>> testLoss; // (step, loss), not yet published
     std::map<int, std::vector<std::string>> gathered;      // rank -> params held in full at the current pause
     QVector<widgets::ShardCell> shards;                    // the run's plan (app/bridge/run_plan.h)
-    std::optional<std::int64_t> predicted;                 // per node, by the ZeRO formulas
+    PredictedBytes predicted;                              // per node, by the closed forms
+    QVector<widgets::ShardColumn> shardColumns;            // a mesh's, by rank (run_plan.h)
     std::int64_t lastStep = -1;
     bool dirty = true; // the cluster view's picture changed
 

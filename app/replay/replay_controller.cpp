@@ -330,6 +330,7 @@ struct ReplayController::Private : engine::SessionEventSink {
         state->current = shown.id != 0 ? shown.step : -1; // one step number at a pause (widgets/step_number.h)
         state->steps = h.steps;
         state->shards = plan.shards;
+        state->shardColumns = plan.columns;
         std::set<int> paused;
         for (const engine::SpanEvent &s : reader->spans(p, p))
             if (s.kind == engine::SpanEvent::Kind::Pause)
@@ -350,7 +351,7 @@ struct ReplayController::Private : engine::SessionEventSink {
                 ns.memory = m->second.memory;
             if (const auto peak = stepPeaks.find(n.rank); peak != stepPeaks.end())
                 ns.stepPeak = peak->second;
-            ns.predictedBytes = plan.predicted;
+            ns.predictedBytes = plan.predicted.of(n.rank);
             const auto log = lastLog.find(n.rank);
             if (log != lastLog.end())
                 ns.lastLog = log->second;

@@ -555,6 +555,7 @@ void MainWindow::showState(const widgets::ClusterStatePtr &state)
             m_charts->setRankNames(rankNames);
             m_inspector->setRankNames(rankNames);
         }
+        m_inspector->setMesh(state->mesh); // a group pause's members' coordinates
     }
     m_nodePage->setState(state);
     updateRunActions();

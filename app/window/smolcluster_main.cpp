@@ -47,7 +47,7 @@ Without either: any free port and a new random token at every start.
 Options:
   --nodes N              local nodes, 1 to 64 (default 4)
   --strategy S           strategy preselected in the tool bar (default ddp);
-                         with --mesh, what its dp axis does (ddp, zero1, zero2)
+                         with --mesh, what its dp axis does (ddp, zero1, zero2, zero3)
   --model M              model preselected in the tool bar: mlp or gpt
                          (default mlp)
   --mesh SPEC            a device mesh for the run, any of dp, pp, cp, tp:

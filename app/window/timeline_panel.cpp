@@ -112,9 +112,11 @@ void TimelinePanel::showPause(const widgets::PauseView &pause, qint64 atNs)
     // results are the one stepped, so the held one is named by the inputs.
     const QVector<widgets::PausedTensor> &tensors = pause.inputs.isEmpty() ? pause.results : pause.inputs;
     if (!tensors.isEmpty()) {
-        hold.collective = tensors.front().collective;
-        hold.name = tensors.front().name;
-        hold.step = tensors.front().step;
+        // A group's pause: the group whose collective matched (the inspector's), not rank 0's.
+        const widgets::PausedTensor &held = pause.heldGroup() ? *pause.heldGroup() : tensors.front();
+        hold.collective = held.collective;
+        hold.name = held.name;
+        hold.step = held.step;
     }
     m_view->holdAt(hold);
 }

@@ -131,12 +131,15 @@ void BreakpointController::nodeFinished(int node)
 
 void BreakpointController::abort()
 {
-    std::lock_guard lock(m_mutex);
-    m_aborted = true;
-    m_pendingPause = false;
-    if (m_paused)
-        release(/*stepping=*/false);
-    m_changed.notify_all();
+    {
+        std::lock_guard lock(m_mutex);
+        m_aborted = true;
+        m_pendingPause = false;
+        if (m_paused)
+            release(/*stepping=*/false);
+        m_changed.notify_all();
+    }
+    announceHold();
 }
 
 void BreakpointController::pauseAtNext()
@@ -164,24 +167,52 @@ std::shared_ptr<const PauseState> BreakpointController::waitForPause(std::chrono
 
 bool BreakpointController::resume()
 {
-    std::lock_guard lock(m_mutex);
-    if (!m_paused)
-        return false;
-    m_resultsInNextPause = false;
-    release(/*stepping=*/false);
+    {
+        std::lock_guard lock(m_mutex);
+        if (!m_paused)
+            return false;
+        m_resultsInNextPause = false;
+        release(/*stepping=*/false);
+    }
+    announceHold();
     return true;
 }
 
 bool BreakpointController::step()
 {
-    std::lock_guard lock(m_mutex);
-    if (!m_paused)
-        return false;
-    m_pendingPause = true;
-    m_pendingReason = "step";
-    m_resultsInNextPause = true;
-    release(/*stepping=*/true);
+    {
+        std::lock_guard lock(m_mutex);
+        if (!m_paused)
+            return false;
+        m_pendingPause = true;
+        m_pendingReason = "step";
+        m_resultsInNextPause = true;
+        release(/*stepping=*/true);
+    }
+    announceHold();
     return true;
+}
+
+void BreakpointController::setHoldCallback(HoldCallback callback)
+{
+    std::lock_guard hold(m_holdMutex);
+    m_holdCallback = std::move(callback);
+    m_announcedHeld = false;
+}
+
+void BreakpointController::announceHold()
+{
+    std::lock_guard hold(m_holdMutex);
+    bool paused = false;
+    {
+        std::lock_guard lock(m_mutex);
+        paused = m_paused;
+    }
+    if (paused == m_announcedHeld)
+        return;
+    m_announcedHeld = paused;
+    if (m_holdCallback)
+        m_holdCallback(paused);
 }
 
 bool BreakpointController::edit(int node, const TensorEdit &e)
@@ -250,6 +281,13 @@ void BreakpointController::before(int node, std::int64_t atStep, const net::Coll
 }
 
 std::uint64_t BreakpointController::decide(int node, std::int64_t atStep, const net::CollectiveInfo &info)
+{
+    const std::uint64_t pauseId = decideHeld(node, atStep, info);
+    announceHold(); // a pause this call began holds every transport's waits
+    return pauseId;
+}
+
+std::uint64_t BreakpointController::decideHeld(int node, std::int64_t atStep, const net::CollectiveInfo &info)
 {
     t_ticket = StepTicket{};
     Lock lock(m_mutex);

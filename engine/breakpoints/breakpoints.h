@@ -61,6 +61,7 @@ void recordPause(const PauseState &pause, SessionEventSink &sink, std::int64_t n
 class BreakpointController {
 public:
     using PausedCallback = std::function<void(std::shared_ptr<const PauseState>)>;
+    using HoldCallback = std::function<void(bool held)>;
 
     explicit BreakpointController(SnapshotOptions options = {});
     ~BreakpointController();
@@ -73,6 +74,12 @@ public:
     // Called on a node thread when a pause is published; keep it quick.
     void setPausedCallback(PausedCallback callback);
     void setSettleTimeout(std::chrono::milliseconds timeout);
+    // Told true when a pause begins and false when it ends, outside the
+    // controller's lock, in order: the run holds its transports' waits
+    // (net::Transport::holdWaits), so a node waiting in a receive for a held
+    // neighbour (a pipeline stage, a mesh's other groups) waits as long as
+    // the pause lasts instead of failing after the transport's timeout.
+    void setHoldCallback(HoldCallback callback);
 
     // Run lifecycle, driven by the trainer.
     void beginRun(int nodes);
@@ -117,6 +124,8 @@ private:
     void after(int node, std::int64_t step, const net::CollectiveInfo &info);
     bool matchesAny(const net::CollectiveInfo &info, std::int64_t step, int node, std::string *reason) const;
     void startPause(const std::string &reason, int hitNode);
+    std::uint64_t decideHeld(int node, std::int64_t step, const net::CollectiveInfo &info);
+    void announceHold(); // m_paused to the hold callback, if it changed; without m_mutex
     void hold(Lock &lock, int node, std::int64_t step, const net::CollectiveInfo &info);
     std::shared_ptr<const PauseState> publishIfReady();
     void notify(Lock &lock, const std::shared_ptr<const PauseState> &state);
@@ -132,6 +141,9 @@ private:
     std::condition_variable m_changed;
     std::vector<Breakpoint> m_breakpoints;
     PausedCallback m_callback;
+    std::mutex m_holdMutex; // announceHold(): one at a time, so the last told is the state
+    HoldCallback m_holdCallback;
+    bool m_announcedHeld = false;
     std::chrono::milliseconds m_settleTimeout{3000};
 
     int m_nodes = 0;

@@ -64,36 +64,47 @@ QByteArray snapshotToJson(const TensorSnapshot &s, std::int64_t maxValues)
         histogram.append(double(h));
     for (double v : s.downsampled)
         downsampled.append(std::isfinite(v) ? QJsonValue(v) : QJsonValue(QString::number(v)));
-    const QJsonObject o{{"node", s.node},
-                        {"step", double(s.step)},
-                        {"kind", net::collectiveName(s.kind)},
-                        {"seq", QString::number(s.seq)},
-                        {"name", QString::fromStdString(s.name)},
-                        {"peer", s.peer},
-                        {"before", s.before},
-                        {"edited", s.edited},
-                        {"offset", double(s.offset)},
-                        {"total", double(s.total)},
-                        {"dtype", net::dtypeName(s.dtype)},
-                        {"shape", shape},
-                        {"count", double(s.count)},
-                        {"values", values},
-                        {"values_omitted", std::int64_t(s.values.size()) > maxValues},
-                        {"min", s.stats.min},
-                        {"max", s.stats.max},
-                        {"mean", s.stats.mean},
-                        {"std", s.stats.std},
-                        {"l2", s.stats.l2},
-                        {"nan", double(s.stats.nanCount)},
-                        {"inf", double(s.stats.infCount)},
-                        {"histogram_min", s.histogramMin},
-                        {"histogram_max", s.histogramMax},
-                        {"histogram", histogram},
-                        {"downsampled", downsampled}};
+    QJsonObject o{{"node", s.node},
+                  {"step", double(s.step)},
+                  {"kind", net::collectiveName(s.kind)},
+                  {"seq", QString::number(s.seq)},
+                  {"name", QString::fromStdString(s.name)},
+                  {"peer", s.peer},
+                  {"before", s.before},
+                  {"edited", s.edited},
+                  {"offset", double(s.offset)},
+                  {"total", double(s.total)},
+                  {"dtype", net::dtypeName(s.dtype)},
+                  {"shape", shape},
+                  {"count", double(s.count)},
+                  {"values", values},
+                  {"values_omitted", std::int64_t(s.values.size()) > maxValues},
+                  {"min", s.stats.min},
+                  {"max", s.stats.max},
+                  {"mean", s.stats.mean},
+                  {"std", s.stats.std},
+                  {"l2", s.stats.l2},
+                  {"nan", double(s.stats.nanCount)},
+                  {"inf", double(s.stats.infCount)},
+                  {"histogram_min", s.histogramMin},
+                  {"histogram_max", s.histogramMax},
+                  {"histogram", histogram},
+                  {"downsampled", downsampled}};
+    if (!s.members.empty()) {
+        QJsonArray members;
+        for (int m : s.members)
+            members.append(m);
+        // Only a group's: a world pause's JSON is as before.
+        o.insert("axis", QString::fromStdString(s.axis));
+        o.insert("members", members);
+        o.insert("buffer_name", QString::fromStdString(s.bufferName));
+    }
     return QJsonDocument(o).toJson(QJsonDocument::Compact);
 }
 
 namespace {
+
+constexpr qsizetype kMaxGroupMembers = 4096;
 
 // snapshotToJson writes non-finite values as strings ("nan", "inf", "-inf").
 double jsonNumber(const QJsonValue &v)
@@ -147,6 +158,15 @@ TensorSnapshot snapshotFromJson(const QByteArray &json)
         s.histogram.push_back(std::int64_t(h.toDouble()));
     for (const QJsonValue &v : o.value("downsampled").toArray())
         s.downsampled.push_back(jsonNumber(v));
+    // A group's members: world ranks, bounded (a damaged file names no 10^9 of them).
+    const QJsonArray members = o.value("members").toArray();
+    for (const QJsonValue &m : members)
+        if (members.size() <= kMaxGroupMembers && m.isDouble() && m.toInt(-1) >= 0)
+            s.members.push_back(m.toInt());
+    if (s.members.size() != std::size_t(members.size()))
+        s.members.clear();
+    s.axis = o.value("axis").toString().toStdString();
+    s.bufferName = o.value("buffer_name").toString().toStdString();
     return s;
 }
 
@@ -224,6 +244,11 @@ TensorSnapshot takePartSnapshot(const net::CollectiveInfo &info, bool before, in
     s.kind = info.kind;
     s.seq = info.seq;
     s.name = info.label(); // a group's: its axis and members, for the inspector
+    s.bufferName = info.name;
+    if (info.members) {
+        s.axis = info.axis;
+        s.members = *info.members;
+    }
     s.peer = info.members && info.peer >= 0 && std::size_t(info.peer) < info.members->size()
                  ? (*info.members)[std::size_t(info.peer)] // a group rank: the node's rank
                  : info.peer;

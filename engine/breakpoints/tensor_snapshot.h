@@ -44,6 +44,13 @@ struct TensorSnapshot {
     double histogramMin = 0, histogramMax = 0; // bins split [min, max] of the finite elements
     std::vector<std::int64_t> histogram;
     std::vector<double> downsampled; // mean of each of up to N equal runs of elements
+    // A group's collective (net::CollectiveInfo::members): its axis ("tp"),
+    // its members' world ranks in group order, and the caller's buffer name
+    // (`name` is the label, "tp (ranks 0, 1) · g.attn.block0"). Empty for
+    // the world's, and in recordings made before groups.
+    std::string axis;
+    std::vector<int> members;
+    std::string bufferName;
 };
 
 struct SnapshotOptions {

@@ -168,4 +168,17 @@ void Coordinator::Private::stopProxies()
     proxiesStopping = false;
 }
 
+void Coordinator::Private::holdWaits(bool held)
+{
+    std::vector<int> nodes;
+    int epoch = -1;
+    {
+        std::lock_guard lock(mutex);
+        nodes = epochNodeOfRank;
+        epoch = breakpointEpoch;
+    }
+    for (int node : nodes)
+        send(node, QJsonObject{{"type", "hold_waits"}, {"epoch", epoch}, {"held", held}});
+}
+
 } // namespace smol::engine

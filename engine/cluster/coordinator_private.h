@@ -175,6 +175,9 @@ struct Coordinator::Private {
     std::optional<net::ControlMessage> proxyNext(Proxy *p);
     void proxyLoop(int node, Proxy *p);
     void stopProxies(); // end of a run's epoch: release held proxies and join them
+    // A pause began (true) or ended: every node of the epoch holds its data
+    // plane's receive timeouts meanwhile (`hold_waits`; node_agent.cpp).
+    void holdWaits(bool held);
 
     // coordinator.cpp: used by every thread.
     void log(const std::string &text);

@@ -218,8 +218,10 @@ private:
             }
         }
         m_board->beginEpoch(world, m_startStep, lossRows(*m_kind, m_config.globalBatch, world));
-        if (m_ctl)
+        if (m_ctl) {
             m_ctl->beginRun(world);
+            m_ctl->setHoldCallback([&d = d](bool held) { d.holdWaits(held); });
+        }
         const QJsonObject configJson = configToJson(epochConfig);
         const QByteArray startBlob = packState(m_start);
         // Gloo: a fresh store for this epoch (no stale keys after a re-form),
@@ -743,14 +745,17 @@ TrainSummary Coordinator::run(const TrainConfig &config, const ClusterRunOptions
     }
     struct ProxyGuard { // whichever way run() ends, no proxy outlives it
         Private &p;
+        BreakpointController *ctl;
         ~ProxyGuard()
         {
+            if (ctl)
+                ctl->setHoldCallback(nullptr);
             p.stopProxies();
             std::lock_guard lock(p.mutex);
             p.breakpoints = nullptr;
             p.eventSink = nullptr;
         }
-    } proxyGuard{*d};
+    } proxyGuard{*d, options.breakpoints};
     std::unique_ptr<TrainObserver> metricEmitter;
     if (options.events) {
         metricEmitter = makeMetricEmitter(options.events, observer);

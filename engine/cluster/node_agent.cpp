@@ -163,6 +163,10 @@ int Agent::controlLoop()
                 m_replies[id] = CallReply{type, m.json.value(QStringLiteral("stepped")).toBool(), m.blob};
                 m_cv.notify_all();
             }
+        } else if (type == "hold_waits") { // a pause holds the cluster: no receive times out meanwhile
+            std::lock_guard lock(m_mutex);
+            if (epoch == m_epoch && m_transport)
+                m_transport->holdWaits(m.json.value(QStringLiteral("held")).toBool());
         } else if (type == "store_reply") {
             std::lock_guard lock(m_mutex);
             if (epoch == m_epoch) {

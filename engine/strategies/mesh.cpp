@@ -12,11 +12,15 @@
 #include "engine/models/gpt_model.h"
 #include "engine/placement.h"
 #include "engine/strategies/gpt_parallel.h"
+#include "engine/strategies/mesh_plan.h"
 #include "engine/strategies/stage_link.h"
 #include "engine/tensor_bridge.h"
 #include "net/communicator.h"
 #include "net/device_mesh.h"
 
+#include <ATen/native/Resize.h>
+
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <stdexcept>
@@ -39,32 +43,9 @@ Group makeGroup(net::Communicator &world, std::vector<int> members, std::uint32_
     return Group{world.makeGroup(std::move(members), id, axis)};
 }
 
-std::vector<std::int64_t> layerSizes(TrainModel &model)
-{
-    std::map<std::string, std::int64_t> numel;
-    for (const auto &[name, p] : model.namedParameters())
-        numel[name] = p.numel();
-    std::vector<std::int64_t> sizes;
-    for (const auto &layer : model.layers()) {
-        std::int64_t n = 0;
-        for (const auto &name : layer.paramNames)
-            n += numel.at(name);
-        sizes.push_back(n);
-    }
-    return sizes;
-}
-
-Placement stagePlacement(const std::vector<std::int64_t> &sizes, const std::string &spec, int stages)
-{
-    try {
-        if (spec.empty() || spec == "auto")
-            return Placement::balanced(sizes, stages);
-        return Placement::parse(spec, int(sizes.size()), stages);
-    } catch (const PlacementError &e) {
-        throw PlacementError("--mesh pp=" + std::to_string(stages) + ": " +
-                             (spec.empty() || spec == "auto" ? "" : "--placement " + spec + ": ") + e.what());
-    }
-}
+// The stages' layers, as the run's plan (mesh_plan.h) places them too.
+using mesh_plan::layerSizes;
+using mesh_plan::stagePlacement;
 
 class MeshStrategy : public Strategy {
 public:
@@ -144,10 +125,17 @@ public:
             m_shard = net::Communicator::chunk(std::size_t(n), m_data.comm->worldSize(), m_data.comm->rank());
             m_opt = std::make_unique<FlatOptimizer>(ctx.optimizer, std::int64_t(m_shard.count));
         }
+        if (zero3()) { // from here on only the shard stays between steps
+            m_shardValues = mine(m_flat->values()).clone();
+            m_shardGrads = torch::zeros_like(m_shardValues);
+            release();
+        }
     }
 
     double step(std::int64_t step) override
     {
+        if (zero3())
+            materialise("params");
         m_flat->grads().zero_();
         const std::int64_t M = m_ctx.microBatches;
         Batch batch;
@@ -175,18 +163,34 @@ public:
         return isLast() ? m_lossSum / double(M) : std::nan("");
     }
 
-    net::MemoryByCategory memory() const override { return heldBytes(m_flat->values(), m_flat->grads(), m_opt.get()); }
+    net::MemoryByCategory memory() const override
+    {
+        if (!zero3())
+            return heldBytes(m_flat->values(), m_flat->grads(), m_opt.get());
+        net::MemoryByCategory m = heldBytes(m_shardValues, m_shardGrads, m_opt.get());
+        if (m_held) { // the stage in full beside the chunk
+            const net::MemoryByCategory full = heldBytes(m_flat->values(), m_flat->grads(), nullptr);
+            m.params += full.params;
+            m.grads += full.grads;
+        }
+        return m;
+    }
 
     // Each stage's parameters made whole across its tp group, then every
     // stage broadcasts them along the pp group, in stage order.
     torch::Tensor fullParameters() override
     {
         torch::NoGradGuard noGrad;
+        if (zero3())
+            materialise("params.full");
         std::vector<torch::Tensor> slices;
         for (const auto &slot : m_flat->slots())
             slices.push_back(slot.param);
         const torch::Tensor mine = gpt_parallel::assembleFull(slices, m_splits, m_tp.comm.get(), m_me.tp,
-                                                              m_mesh.size(MeshAxis::Tp));
+                                                              m_mesh.size(MeshAxis::Tp))
+                                       .clone(); // zero3 frees the slices below
+        if (zero3())
+            release();
         torch::Tensor full = torch::empty({m_layerBegin.back()}, torch::kFloat32);
         for (std::size_t s = 0; s < m_stages.size(); ++s) {
             const std::int64_t begin = m_layerBegin[std::size_t(m_stages[s].firstLayer)];
@@ -336,7 +340,8 @@ private:
 
     // The mean gradient over the dp x cp group, then the update: ddp
     // all-reduces and updates everything; zero1/zero2 reduce-scatter, update
-    // this node's chunk and all-gather the parameters.
+    // this node's chunk and all-gather the parameters; zero3 reduce-scatters,
+    // updates its chunk and frees the stage (the next step gathers it).
     void reduceAndUpdate()
     {
         torch::Tensor values = m_flat->values(), grads = m_flat->grads();
@@ -352,9 +357,48 @@ private:
             return;
         }
         m_data.comm->reduceScatter(viewOf(grads), net::ReduceOp::Average, "grads");
-        const auto off = std::int64_t(m_shard.offset), count = std::int64_t(m_shard.count);
-        m_opt->step(values.narrow(0, off, count), grads.narrow(0, off, count));
+        if (zero3()) { // the shard updated; the stage's full parameters freed until the next step
+            m_shardGrads.copy_(mine(grads));
+            m_opt->step(m_shardValues, m_shardGrads);
+            release();
+            return;
+        }
+        m_opt->step(mine(values), mine(grads));
         m_data.comm->allGather(viewOf(values), "params");
+    }
+
+    // zero3 on the dp axis, at the grain of a pipeline stage: between steps a
+    // node keeps its 1/(D C) chunk of its stage's parameters, gradients and
+    // optimizer state; each step all-gathers the stage's parameters over the
+    // dp x cp group once, for all its micro-batches (the stage's layers run
+    // forward and backward interleaved under 1F1B, so a per-layer gather
+    // would repeat M times), and frees them after the reduce-scatter.
+    bool zero3() const { return m_dpMode == "zero3" && m_data.comm; }
+    torch::Tensor mine(const torch::Tensor &flat) const
+    {
+        return flat.narrow(0, std::int64_t(m_shard.offset), std::int64_t(m_shard.count));
+    }
+    void materialise(const char *why)
+    {
+        torch::NoGradGuard noGrad;
+        resizeStorage(m_flat->values(), 4 * m_flat->numel());
+        resizeStorage(m_flat->grads(), 4 * m_flat->numel());
+        mine(m_flat->values()).copy_(m_shardValues);
+        m_held = true;
+        m_data.comm->allGather(viewOf(m_flat->values()), why);
+    }
+    // FSDP's trick (zero3.cpp): emptying the storage frees the stage, while
+    // every parameter and gradient view of it stays valid for the next
+    // gather to refill.
+    void release()
+    {
+        m_held = false;
+        resizeStorage(m_flat->values(), 0);
+        resizeStorage(m_flat->grads(), 0);
+    }
+    static void resizeStorage(const torch::Tensor &t, std::int64_t bytes)
+    {
+        at::native::resize_bytes_cpu(t.storage().unsafeGetStorageImpl(), std::size_t(bytes));
     }
 
     // SP: the tp group's nodes each compute on their share of the positions
@@ -395,7 +439,9 @@ private:
     std::map<std::string, std::int64_t> m_fullNumel; // every parameter's, before any cut
     std::unique_ptr<FlatParams> m_flat;
     std::unique_ptr<FlatOptimizer> m_opt;
-    net::ChunkRange m_shard; // zero1/zero2: this node's chunk of the flat vector
+    net::ChunkRange m_shard; // zero1/2/3: this node's chunk of the flat vector
+    torch::Tensor m_shardValues, m_shardGrads; // zero3: the chunk kept between steps
+    std::atomic<bool> m_held{false};           // zero3: the stage's full parameters are materialised
 
     std::int64_t m_step = 0;
     std::vector<torch::Tensor> m_inputs, m_targets;
@@ -457,8 +503,8 @@ std::vector<ShardRange> MeshStrategy::shards() const
 
 std::unique_ptr<Strategy> strategies::makeMesh(const std::string &dp, const std::string &mesh)
 {
-    if (dp != "ddp" && dp != "zero1" && dp != "zero2")
-        throw std::invalid_argument("--mesh: the dp axis runs ddp, zero1 or zero2, not " + dp);
+    if (dp != "ddp" && dp != "zero1" && dp != "zero2" && dp != "zero3")
+        throw std::invalid_argument("--mesh: the dp axis runs ddp, zero1, zero2 or zero3, not " + dp);
     return std::make_unique<MeshStrategy>(dp, net::DeviceMesh::parse(mesh));
 }
 

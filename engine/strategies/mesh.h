@@ -10,7 +10,10 @@
 //       the dp x cp group of each (pp, tp) position before the update, by
 //       what --strategy names: ddp (all-reduce, the whole optimizer on every
 //       node) or zero1 / zero2 (reduce-scatter, 1/(D C) of the optimizer
-//       state, all-gather of the updated parameters).
+//       state, all-gather of the updated parameters) or zero3 (between
+//       steps 1/(D C) of the stage's parameters, gradients and optimizer
+//       state; the stage all-gathered at the start of each step for all
+//       its micro-batches, reduce-scatter, freed).
 // Each axis has its own communicator (net/group_transport.h), its
 // collectives traced with their axis (CollectiveInfo::axis).
 //
@@ -35,7 +38,7 @@ class Strategy;
 namespace strategies {
 
 // The mesh strategy for `mesh` ("dp=2,tp=2"), its dp axis doing `dp` (ddp,
-// zero1, zero2). Throws std::invalid_argument (one line) for a mesh that does
+// zero1, zero2, zero3). Throws std::invalid_argument (one line) for a mesh that does
 // not parse or a dp strategy the mesh does not run.
 std::unique_ptr<Strategy> makeMesh(const std::string &dp, const std::string &mesh);
 

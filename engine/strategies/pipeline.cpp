@@ -35,6 +35,7 @@
 
 #include "engine/flat_params.h"
 #include "engine/placement.h"
+#include "engine/strategies/mesh_plan.h"
 #include "engine/strategies/stage_link.h"
 #include "engine/tensor_bridge.h"
 #include "net/communicator.h"
@@ -49,21 +50,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Parameter count of each layer, in layers() order.
-std::vector<std::int64_t> layerSizes(TrainModel &model)
-{
-    std::map<std::string, std::int64_t> numel;
-    for (const auto &[name, p] : model.namedParameters())
-        numel[name] = p.numel();
-    std::vector<std::int64_t> sizes;
-    for (const auto &layer : model.layers()) {
-        std::int64_t n = 0;
-        for (const auto &name : layer.paramNames)
-            n += numel.at(name);
-        sizes.push_back(n);
-    }
-    return sizes;
-}
+using mesh_plan::layerSizes; // parameter count of each layer, in layers() order
 
 Placement placementFor(TrainModel &model, const NodeContext &ctx)
 {
