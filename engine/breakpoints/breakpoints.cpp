@@ -282,12 +282,15 @@ void BreakpointController::before(int node, std::int64_t atStep, const net::Coll
 
 std::uint64_t BreakpointController::decide(int node, std::int64_t atStep, const net::CollectiveInfo &info)
 {
-    const std::uint64_t pauseId = decideHeld(node, atStep, info);
-    announceHold(); // a pause this call began holds every transport's waits
+    bool began = false;
+    const std::uint64_t pauseId = decideHeld(node, atStep, info, began);
+    if (began) // a pause this call began holds every transport's waits (not on every collective's path)
+        announceHold();
     return pauseId;
 }
 
-std::uint64_t BreakpointController::decideHeld(int node, std::int64_t atStep, const net::CollectiveInfo &info)
+std::uint64_t BreakpointController::decideHeld(int node, std::int64_t atStep, const net::CollectiveInfo &info,
+                                               bool &began)
 {
     t_ticket = StepTicket{};
     Lock lock(m_mutex);
@@ -304,6 +307,7 @@ std::uint64_t BreakpointController::decideHeld(int node, std::int64_t atStep, co
                 d.pauseId = m_pauseId;
             } else if (m_pendingPause || matchesAny(info, atStep, node, &reason)) {
                 startPause(reason.empty() ? m_pendingReason : reason, node);
+                began = true;
                 d.pauseId = m_pauseId;
             }
         }
@@ -318,6 +322,7 @@ std::uint64_t BreakpointController::decideHeld(int node, std::int64_t atStep, co
         if (!m_pendingPause && !matchesAny(info, atStep, node, &reason))
             return 0;
         startPause(reason.empty() ? m_pendingReason : reason, node);
+        began = true;
     }
     return m_pauseId;
 }

@@ -124,7 +124,7 @@ private:
     void after(int node, std::int64_t step, const net::CollectiveInfo &info);
     bool matchesAny(const net::CollectiveInfo &info, std::int64_t step, int node, std::string *reason) const;
     void startPause(const std::string &reason, int hitNode);
-    std::uint64_t decideHeld(int node, std::int64_t step, const net::CollectiveInfo &info);
+    std::uint64_t decideHeld(int node, std::int64_t step, const net::CollectiveInfo &info, bool &began);
     void announceHold(); // m_paused to the hold callback, if it changed; without m_mutex
     void hold(Lock &lock, int node, std::int64_t step, const net::CollectiveInfo &info);
     std::shared_ptr<const PauseState> publishIfReady();

@@ -115,96 +115,114 @@ static std::vector<Figure> meshAxisFigures()
     };
 }
 
+// A run's figures.
+static std::vector<Figure> runFigures()
+{
+    return {
+    run(nullptr, "steps", "steps", U::Count, "distinct step numbers among the step spans",
+        runField<&RunFigures::steps>),
+    run(nullptr, "step_time_median_s", "step time, median", U::Seconds,
+        "per step, the earliest node's start to the latest node's end; the median",
+        runField<&RunFigures::stepTimeMedianS>),
+    run(nullptr, "step_time_p95_s", "step time, p95", U::Seconds, "the same, 95th percentile (nearest rank)",
+        runField<&RunFigures::stepTimeP95S>),
+    run("samples_per_s", "samples_per_s", "samples/s", U::PerSecond, "training samples per second of the run",
+        runField<&RunFigures::samplesPerS>),
+    run("final_loss", "final_loss", "final loss", U::Plain, "the last step's loss", runField<&RunFigures::finalLoss>),
+    run("test_accuracy", "test_accuracy", "test accuracy", U::Share,
+        "the final parameters on the held-out set", runField<&RunFigures::testAccuracy>),
+    run("bubble", "bubble", "pipeline bubble", U::Share,
+        "pipeline runs: the share of a step a stage waits, mean over stages", runField<&RunFigures::bubble>,
+        "'%1' is measured by pipeline runs only"),
+    run("seconds", nullptr, "wall time", U::Seconds, "the run's wall time", runField<&RunFigures::seconds>),
+    run("step_time", nullptr, "step time, mean", U::Seconds, "wall time over steps",
+        runField<&RunFigures::meanStepTimeS>),
+    run("max_staleness", nullptr, "largest staleness", U::Count, "edp: the stalest push the server applied",
+        runField<&RunFigures::maxStaleness>),
+    run("updates", nullptr, "updates", U::Count, "edp: updates the server applied", runField<&RunFigures::updates>),
+    run("nan_params", nullptr, "NaN parameters", U::Count, "1 when a parameter or the loss ended NaN, else 0",
+        runField<&RunFigures::nanParams>),
+    };
+}
+
+// A node's (a lesson without @R: over the nodes).
+static std::vector<Figure> nodeFigures()
+{
+    return {
+    node("bytes_per_step", "bytes_sent_per_step", "bytes sent per step", U::Bytes,
+         "payload bytes the node sent inside its steps, over its steps; mean over nodes",
+         nodeField<&NodeFigures::bytesSentPerStep>, O::Mean),
+    node("bytes_per_step_max", nullptr, "bytes sent per step, busiest node", U::Bytes,
+         "the same, the busiest node's", nodeField<&NodeFigures::bytesSentPerStep>, O::Largest),
+    node(nullptr, "bytes_sent", "bytes sent, whole run", U::Bytes, "every send frame of the node",
+         nodeField<&NodeFigures::bytesSent>, O::Mean),
+    node("idle_share", "idle_share", "idle share", U::Share,
+         "1 - time computing / its first step's start to its last step's end; mean over nodes",
+         nodeField<&NodeFigures::idleShare>, O::Mean),
+    node("idle_share_max", nullptr, "idle share, most idle node", U::Share, "the same, the largest",
+         nodeField<&NodeFigures::idleShare>, O::Largest),
+    node("idle_share_min", nullptr, "idle share, least idle node", U::Share, "the same, the smallest",
+         nodeField<&NodeFigures::idleShare>, O::Smallest),
+    node("model_states", "memory_held_at_step_end", "params+grads+optimizer at step end", U::Bytes,
+         "params + grads + optimizer held at a step's end; largest over nodes",
+         nodeField<&NodeFigures::heldAtStepEnd>, O::Largest),
+    largestOverSamples("memory_params", "params, largest", nodeField<&NodeFigures::params>),
+    largestOverSamples("memory_grads", "grads, largest", nodeField<&NodeFigures::grads>),
+    largestOverSamples("memory_optimizer", "optimizer, largest", nodeField<&NodeFigures::optimizer>),
+    largestOverSamples("memory_activations", "activations, largest", nodeField<&NodeFigures::activations>),
+    largestOverSamples("memory_comm", "comm, largest", nodeField<&NodeFigures::comm>),
+    node(nullptr, "memory_peak", "peak live", U::Bytes, "the allocator's peak, largest over the node's samples",
+         nodeField<&NodeFigures::peak>, O::Largest),
+    node("params", nullptr, "params at the end", U::Bytes, "held at the end of the last step; largest over nodes",
+         nodeField<&NodeFigures::paramsAtEnd>, O::Largest),
+    node("grads", nullptr, "grads at the end", U::Bytes, "held at the end of the last step; largest over nodes",
+         nodeField<&NodeFigures::gradsAtEnd>, O::Largest),
+    node("optimizer", nullptr, "optimizer at the end", U::Bytes,
+         "held at the end of the last step; largest over nodes", nodeField<&NodeFigures::optimizerAtEnd>,
+         O::Largest),
+    node("activations", nullptr, "activations at the end", U::Bytes,
+         "at the end of the last step; largest over nodes", nodeField<&NodeFigures::activationsAtEnd>,
+         O::Largest),
+    node("activation_peak", nullptr, "activations, most", U::Bytes,
+         "the most activations at any collective boundary or step end; largest over nodes",
+         nodeField<&NodeFigures::activationPeak>, O::Largest),
+    node("compute_s", nullptr, "seconds computing", U::Seconds,
+         "in forward, backward and optimizer spans, not in a collective or pause; mean over nodes",
+         nodeField<&NodeFigures::computeSeconds>, O::Mean),
+    };
+}
+
+// At a pause ("pause.X").
+static std::vector<Figure> pauseFigures()
+{
+    return {
+    pause("nan_ranks", U::Count, "ranks whose tensors at the collective hold a NaN", nanRanks),
+    pause("materialised_layers", U::Count, "layers a node holds in full; the most over nodes",
+          materialisedLayers),
+    pause("params", U::Bytes, "held at the pause; largest over nodes", pauseLargest<&PauseNodeFigures::params>,
+          kNoNode),
+    pause("grads", U::Bytes, "held at the pause; largest over nodes", pauseLargest<&PauseNodeFigures::grads>,
+          kNoNode),
+    pause("optimizer", U::Bytes, "held at the pause; largest over nodes",
+          pauseLargest<&PauseNodeFigures::optimizer>, kNoNode),
+    pause("activations", U::Bytes, "at the pause; largest over nodes",
+          pauseLargest<&PauseNodeFigures::activations>, kNoNode),
+    pause("comm", U::Bytes, "comm buffers at the pause; largest over nodes", pauseLargest<&PauseNodeFigures::comm>,
+          kNoNode),
+    pause("live", U::Bytes, "all a node allocated at the pause; largest over nodes",
+          pauseLargest<&PauseNodeFigures::live>, kNoNode),
+    pause("tensor_bytes", U::Bytes, "float32 bytes of rank 0's tensors entering the collective", tensorBytes),
+    pause("step", U::Count, "the held collective's step", pauseStep),
+    };
+}
+
 const std::vector<Figure> &figureTable()
 {
     static const std::vector<Figure> table = [] {
-        std::vector<Figure> t = {
-        // A run's.
-        run(nullptr, "steps", "steps", U::Count, "distinct step numbers among the step spans",
-            runField<&RunFigures::steps>),
-        run(nullptr, "step_time_median_s", "step time, median", U::Seconds,
-            "per step, the earliest node's start to the latest node's end; the median",
-            runField<&RunFigures::stepTimeMedianS>),
-        run(nullptr, "step_time_p95_s", "step time, p95", U::Seconds, "the same, 95th percentile (nearest rank)",
-            runField<&RunFigures::stepTimeP95S>),
-        run("samples_per_s", "samples_per_s", "samples/s", U::PerSecond, "training samples per second of the run",
-            runField<&RunFigures::samplesPerS>),
-        run("final_loss", "final_loss", "final loss", U::Plain, "the last step's loss", runField<&RunFigures::finalLoss>),
-        run("test_accuracy", "test_accuracy", "test accuracy", U::Share,
-            "the final parameters on the held-out set", runField<&RunFigures::testAccuracy>),
-        run("bubble", "bubble", "pipeline bubble", U::Share,
-            "pipeline runs: the share of a step a stage waits, mean over stages", runField<&RunFigures::bubble>,
-            "'%1' is measured by pipeline runs only"),
-        run("seconds", nullptr, "wall time", U::Seconds, "the run's wall time", runField<&RunFigures::seconds>),
-        run("step_time", nullptr, "step time, mean", U::Seconds, "wall time over steps",
-            runField<&RunFigures::meanStepTimeS>),
-        run("max_staleness", nullptr, "largest staleness", U::Count, "edp: the stalest push the server applied",
-            runField<&RunFigures::maxStaleness>),
-        run("updates", nullptr, "updates", U::Count, "edp: updates the server applied", runField<&RunFigures::updates>),
-        run("nan_params", nullptr, "NaN parameters", U::Count, "1 when a parameter or the loss ended NaN, else 0",
-            runField<&RunFigures::nanParams>),
-        // A node's (a lesson without @R: over the nodes).
-        node("bytes_per_step", "bytes_sent_per_step", "bytes sent per step", U::Bytes,
-             "payload bytes the node sent inside its steps, over its steps; mean over nodes",
-             nodeField<&NodeFigures::bytesSentPerStep>, O::Mean),
-        node("bytes_per_step_max", nullptr, "bytes sent per step, busiest node", U::Bytes,
-             "the same, the busiest node's", nodeField<&NodeFigures::bytesSentPerStep>, O::Largest),
-        node(nullptr, "bytes_sent", "bytes sent, whole run", U::Bytes, "every send frame of the node",
-             nodeField<&NodeFigures::bytesSent>, O::Mean),
-        node("idle_share", "idle_share", "idle share", U::Share,
-             "1 - time computing / its first step's start to its last step's end; mean over nodes",
-             nodeField<&NodeFigures::idleShare>, O::Mean),
-        node("idle_share_max", nullptr, "idle share, most idle node", U::Share, "the same, the largest",
-             nodeField<&NodeFigures::idleShare>, O::Largest),
-        node("idle_share_min", nullptr, "idle share, least idle node", U::Share, "the same, the smallest",
-             nodeField<&NodeFigures::idleShare>, O::Smallest),
-        node("model_states", "memory_held_at_step_end", "params+grads+optimizer at step end", U::Bytes,
-             "params + grads + optimizer held at a step's end; largest over nodes",
-             nodeField<&NodeFigures::heldAtStepEnd>, O::Largest),
-        largestOverSamples("memory_params", "params, largest", nodeField<&NodeFigures::params>),
-        largestOverSamples("memory_grads", "grads, largest", nodeField<&NodeFigures::grads>),
-        largestOverSamples("memory_optimizer", "optimizer, largest", nodeField<&NodeFigures::optimizer>),
-        largestOverSamples("memory_activations", "activations, largest", nodeField<&NodeFigures::activations>),
-        largestOverSamples("memory_comm", "comm, largest", nodeField<&NodeFigures::comm>),
-        node(nullptr, "memory_peak", "peak live", U::Bytes, "the allocator's peak, largest over the node's samples",
-             nodeField<&NodeFigures::peak>, O::Largest),
-        node("params", nullptr, "params at the end", U::Bytes, "held at the end of the last step; largest over nodes",
-             nodeField<&NodeFigures::paramsAtEnd>, O::Largest),
-        node("grads", nullptr, "grads at the end", U::Bytes, "held at the end of the last step; largest over nodes",
-             nodeField<&NodeFigures::gradsAtEnd>, O::Largest),
-        node("optimizer", nullptr, "optimizer at the end", U::Bytes,
-             "held at the end of the last step; largest over nodes", nodeField<&NodeFigures::optimizerAtEnd>,
-             O::Largest),
-        node("activations", nullptr, "activations at the end", U::Bytes,
-             "at the end of the last step; largest over nodes", nodeField<&NodeFigures::activationsAtEnd>,
-             O::Largest),
-        node("activation_peak", nullptr, "activations, most", U::Bytes,
-             "the most activations at any collective boundary or step end; largest over nodes",
-             nodeField<&NodeFigures::activationPeak>, O::Largest),
-        node("compute_s", nullptr, "seconds computing", U::Seconds,
-             "in forward, backward and optimizer spans, not in a collective or pause; mean over nodes",
-             nodeField<&NodeFigures::computeSeconds>, O::Mean),
-        // At a pause ("pause.X").
-        pause("nan_ranks", U::Count, "ranks whose tensors at the collective hold a NaN", nanRanks),
-        pause("materialised_layers", U::Count, "layers a node holds in full; the most over nodes",
-              materialisedLayers),
-        pause("params", U::Bytes, "held at the pause; largest over nodes", pauseLargest<&PauseNodeFigures::params>,
-              kNoNode),
-        pause("grads", U::Bytes, "held at the pause; largest over nodes", pauseLargest<&PauseNodeFigures::grads>,
-              kNoNode),
-        pause("optimizer", U::Bytes, "held at the pause; largest over nodes",
-              pauseLargest<&PauseNodeFigures::optimizer>, kNoNode),
-        pause("activations", U::Bytes, "at the pause; largest over nodes",
-              pauseLargest<&PauseNodeFigures::activations>, kNoNode),
-        pause("comm", U::Bytes, "comm buffers at the pause; largest over nodes", pauseLargest<&PauseNodeFigures::comm>,
-              kNoNode),
-        pause("live", U::Bytes, "all a node allocated at the pause; largest over nodes",
-              pauseLargest<&PauseNodeFigures::live>, kNoNode),
-        pause("tensor_bytes", U::Bytes, "float32 bytes of rank 0's tensors entering the collective", tensorBytes),
-        pause("step", U::Count, "the held collective's step", pauseStep),
-        };
-        for (const Figure &f : meshAxisFigures())
-            t.push_back(f);
+        std::vector<Figure> t;
+        for (auto part : {runFigures, nodeFigures, pauseFigures, meshAxisFigures})
+            for (Figure &f : part())
+                t.push_back(std::move(f));
         return t;
     }();
     return table;
