@@ -7,9 +7,11 @@
 #include <QJsonDocument>
 #include <QtEndian>
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cstring>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -44,9 +46,10 @@ ControlChannel::~ControlChannel()
 }
 
 std::unique_ptr<ControlChannel> ControlChannel::connect(const std::string &host, std::uint16_t port,
-                                                        const std::string &token, std::chrono::milliseconds timeout)
+                                                        const std::string &token, std::chrono::milliseconds timeout,
+                                                        int receiveBuffer)
 {
-    int fd = sock::connectTcp(host, port, timeout);
+    int fd = sock::connectTcp(host, port, timeout, receiveBuffer);
     try {
         auth::clientHandshake(fd, controlToken(token), /*myRank=*/1, /*expectedPeer=*/0, /*worldSize=*/2, timeout);
     } catch (...) {
@@ -58,8 +61,13 @@ std::unique_ptr<ControlChannel> ControlChannel::connect(const std::string &host,
 
 void ControlChannel::acceptHandshake(int fd, const std::string &token, std::chrono::milliseconds timeout)
 {
+    acceptHandshake(fd, token, std::string(), timeout);
+}
+
+int ControlChannel::acceptHandshake(int fd, const std::string &token, const std::string &other,
+                                    std::chrono::milliseconds timeout)
+{
     const auto deadline = sock::Clock::now() + timeout;
-    const QByteArray key = controlToken(token);
     try {
         const QByteArray nonceA = auth::freshNonce();
         const QByteArray hello = auth::encodeHello(0, nonceA);
@@ -68,10 +76,22 @@ void ControlChannel::acceptHandshake(int fd, const std::string &token, std::chro
         sock::readExact(fd, proof, sizeof proof, deadline, "handshake proof");
         int connector = -1;
         QByteArray nonceC;
-        if (std::string err = auth::verifyProof(proof, key, 0, 2, nonceA, connector, nonceC); !err.empty())
+        QByteArray key = controlToken(token);
+        int which = 0;
+        std::string err = auth::verifyProof(proof, key, 0, 2, nonceA, connector, nonceC);
+        if (!err.empty() && !other.empty()) {
+            const QByteArray otherKey = controlToken(other);
+            if (auth::verifyProof(proof, otherKey, 0, 2, nonceA, connector, nonceC).empty()) {
+                key = otherKey;
+                which = 1;
+                err.clear();
+            }
+        }
+        if (!err.empty())
             SMOL_THROW(AuthError, err);
         const QByteArray accept = auth::encodeAccept(key, 0, connector, nonceA, nonceC);
         sock::writeAll(fd, accept.constData(), std::size_t(accept.size()), deadline, "handshake accept");
+        return which;
     } catch (const AuthError &) {
         throw;
     } catch (const NetError &e) {
@@ -81,18 +101,23 @@ void ControlChannel::acceptHandshake(int fd, const std::string &token, std::chro
 
 void ControlChannel::send(const QJsonObject &json, const QByteArray &blob, std::chrono::milliseconds timeout)
 {
-    const QByteArray body = QJsonDocument(json).toJson(QJsonDocument::Compact);
-    char header[kHeaderBytes];
-    std::memcpy(header, kMagic, 4);
-    qToLittleEndian<std::uint32_t>(std::uint32_t(body.size()), header + 4);
-    qToLittleEndian<std::uint64_t>(std::uint64_t(blob.size()), header + 8);
+    sendEncoded(QJsonDocument(json).toJson(QJsonDocument::Compact), blob, timeout);
+}
+
+void ControlChannel::sendEncoded(const QByteArray &body, const QByteArray &blob, std::chrono::milliseconds timeout)
+{
+    // The header and the JSON in one write: one segment for a small message.
+    QByteArray head(int(kHeaderBytes), Qt::Uninitialized);
+    std::memcpy(head.data(), kMagic, 4);
+    qToLittleEndian<std::uint32_t>(std::uint32_t(body.size()), head.data() + 4);
+    qToLittleEndian<std::uint64_t>(std::uint64_t(blob.size()), head.data() + 8);
+    head += body;
     std::lock_guard lock(m_sendMutex);
     if (!isOpen())
         SMOL_THROW(NetError, "control connection is closed");
     const auto deadline = sock::Clock::now() + timeout;
     try {
-        sock::writeAll(m_fd, header, kHeaderBytes, deadline, "control message");
-        sock::writeAll(m_fd, body.constData(), std::size_t(body.size()), deadline, "control message");
+        sock::writeAll(m_fd, head.constData(), std::size_t(head.size()), deadline, "control message");
         if (!blob.isEmpty())
             sock::writeAll(m_fd, blob.constData(), std::size_t(blob.size()), deadline, "control blob");
     } catch (const NetError &) {
@@ -109,9 +134,9 @@ ControlMessage ControlChannel::receive()
         SMOL_THROW(ProtocolError, "control message without the SMCT magic");
     const std::uint32_t jsonBytes = qFromLittleEndian<std::uint32_t>(header + 4);
     const std::uint64_t blobBytes = qFromLittleEndian<std::uint64_t>(header + 8);
-    if (jsonBytes == 0 || jsonBytes > kMaxControlJsonBytes)
+    if (jsonBytes == 0 || jsonBytes > m_maxJson)
         SMOL_THROW(ProtocolError, "control message claims " + std::to_string(jsonBytes) + " bytes of JSON");
-    if (blobBytes > kMaxControlBlobBytes)
+    if (blobBytes > m_maxBlob)
         SMOL_THROW(ProtocolError, "control message claims a blob of " + std::to_string(blobBytes) + " bytes");
     QByteArray body(int(jsonBytes), Qt::Uninitialized);
     readAll(m_fd, body.data(), jsonBytes, "control message");
@@ -121,6 +146,7 @@ ControlMessage ControlChannel::receive()
         SMOL_THROW(ProtocolError, "control message is not a JSON object: " + perr.errorString().toStdString());
     ControlMessage m;
     m.json = doc.object();
+    m.wireBytes = kHeaderBytes + jsonBytes + blobBytes;
     if (!m.json.value(QStringLiteral("type")).isString())
         SMOL_THROW(ProtocolError, "control message without a type");
     if (blobBytes > 0) {
@@ -134,6 +160,23 @@ ControlMessage ControlChannel::receive()
         }
     }
     return m;
+}
+
+void ControlChannel::setReceiveLimits(std::uint32_t maxJsonBytes, std::uint64_t maxBlobBytes)
+{
+    m_maxJson = std::min(maxJsonBytes, kMaxControlJsonBytes);
+    m_maxBlob = std::min(maxBlobBytes, kMaxControlBlobBytes);
+}
+
+void ControlChannel::setKernelBuffer(bool send, int bytes)
+{
+    ::setsockopt(m_fd, SOL_SOCKET, send ? SO_SNDBUF : SO_RCVBUF, &bytes, sizeof bytes);
+}
+
+bool ControlChannel::waitReadable(std::chrono::milliseconds timeout) const
+{
+    pollfd p{m_fd, POLLIN, 0};
+    return ::poll(&p, 1, int(timeout.count())) > 0;
 }
 
 void ControlChannel::close()

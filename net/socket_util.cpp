@@ -78,10 +78,12 @@ int listenTcp(const std::string &host, std::uint16_t port, std::uint16_t *boundP
     return fd;
 }
 
-int connectTcp(const std::string &host, std::uint16_t port, std::chrono::milliseconds timeout)
+int connectTcp(const std::string &host, std::uint16_t port, std::chrono::milliseconds timeout, int receiveBuffer)
 {
     sockaddr_in addr;
     const int fd = openTcpSocket(host, port, addr, "cannot resolve ");
+    if (receiveBuffer > 0)
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receiveBuffer, sizeof receiveBuffer);
     setNonBlocking(fd, true);
     const std::string where = host + ":" + std::to_string(port);
     if (::connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) < 0 && errno != EINPROGRESS) {

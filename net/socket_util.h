@@ -14,7 +14,10 @@ using Clock = std::chrono::steady_clock;
 // A listening socket bound to host:port (port 0 = any); returns the fd.
 int listenTcp(const std::string &host, std::uint16_t port, std::uint16_t *boundPort);
 // Connect to host:port within `timeout`; returns a blocking fd with TCP_NODELAY.
-int connectTcp(const std::string &host, std::uint16_t port, std::chrono::milliseconds timeout);
+// receiveBuffer > 0: the socket's kernel receive buffer, set before the
+// connection so its window starts that small.
+int connectTcp(const std::string &host, std::uint16_t port, std::chrono::milliseconds timeout,
+               int receiveBuffer = 0);
 void readExact(int fd, char *out, std::size_t n, Clock::time_point deadline, const char *what);
 void writeAll(int fd, const char *data, std::size_t n, Clock::time_point deadline, const char *what);
 void setNonBlocking(int fd, bool on);

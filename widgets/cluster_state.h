@@ -43,6 +43,9 @@ struct NodeState {
     std::optional<double> collectiveBytesPerSecond;
     QString lastLog; // newest log line
     QString reason;  // Failed: why its last epoch failed; Lost: why it was lost
+    // A student's window (smolcluster --join): the node this machine is,
+    // framed and tagged "you: rank N" in the cluster view.
+    bool you = false;
 };
 
 // The one name a node goes by on screen, in every view (cluster, charts,

@@ -489,6 +489,9 @@ void LessonPanel::rebuildBlocks()
         column->addWidget(b.formula);
         b.measured = new WrappingLabel(frame);
         column->addWidget(b.measured);
+        b.classAnswers = new WrappingLabel(frame);
+        b.classAnswers->hide();
+        column->addWidget(b.classAnswers);
         connect(b.field, &QLineEdit::textEdited, this,
                 [this, i](const QString &text) { Q_EMIT predictionChanged(i, text); });
         connect(b.field, &QLineEdit::returnPressed, this, [this, i] { fieldReturnPressed(i); });
@@ -541,6 +544,15 @@ void LessonPanel::updateBlock(const Block &block, const LessonReveal &reveal)
     block.measured->setText(measured);
     setTextColour(block.measured, colour);
     block.measured->setVisible(reveal.revealed);
+
+    // The class's answers beside the measured value: the figures, then the
+    // histogram from the least answer to the greatest.
+    const QString answers = reveal.classHistogram.isEmpty()
+                                ? reveal.classAnswers
+                                : reveal.classAnswers + QLatin1Char('\n') + reveal.classHistogram;
+    block.classAnswers->setText(answers);
+    block.classAnswers->setVisible(reveal.revealed && !answers.isEmpty());
+    block.caption->setText(m_view.follower ? tr("Your prediction (Return sends it):") : tr("Your class predicts:"));
 }
 
 void LessonPanel::updateTexts()
@@ -569,6 +581,8 @@ void LessonPanel::updateTexts()
     m_status->setFont(sized(font(), sizes(m_projector).status, /*bold=*/m_view.failed));
     setTextColour(m_status, m_view.failed ? pal.state(NodeRunState::Failed) : pal.text);
 
+    for (QPushButton *b : {m_back, m_next, m_close})
+        b->setVisible(!m_view.follower); // a student follows the teacher's steps
     m_back->setEnabled(m_view.canBack);
     m_next->setText(m_view.busy                  ? tr("Running...")
                     : m_view.nextLabel.isEmpty() ? tr("Next")
@@ -622,6 +636,7 @@ void LessonPanel::applyStyle()
         b.field->setMinimumHeight(s.fieldHeight);
         b.formula->setFont(sized(font(), s.value, /*bold=*/true));
         b.measured->setFont(sized(font(), s.value, /*bold=*/true));
+        b.classAnswers->setFont(sized(font(), s.label, /*bold=*/true));
     }
 
     for (QPushButton *b : {m_back, m_next, m_close}) {

@@ -50,6 +50,11 @@ struct LessonReveal {
     QString measured;      // the run's measured value ("" = not measured yet)
     bool revealed = false; // false: show the label and the prediction field only
     bool agrees = true;    // measured within the lesson's tolerance of formulaValue
+    // The teacher's panel at the reveal, when students' windows answered
+    // (issue 27): "Class: 12 answers, median 3.0 MiB, 9 within tolerance"
+    // and a small histogram ("" = no viewers' answers to show).
+    QString classAnswers;
+    QString classHistogram;
 };
 
 struct LessonStepView {
@@ -65,6 +70,9 @@ struct LessonStepView {
     bool canBack = false;
     bool canNext = false;
     QString nextLabel; // "Reveal", "Next", "Run", "Finish" (the runner decides)
+    // A student's window follows the teacher's lesson: no Back, Next or
+    // close, and the field is this student's own prediction.
+    bool follower = false;
 };
 
 class StepProgress;
@@ -117,6 +125,7 @@ private:
         QLineEdit *field = nullptr;
         WrappingLabel *formula = nullptr;  // "formula 2(N-1)/N x S = 689 KiB"
         WrappingLabel *measured = nullptr; // "measured 689 KiB ✓ agrees"
+        WrappingLabel *classAnswers = nullptr; // the class's answers at the reveal
     };
 
     void rebuildBlocks();

@@ -20,6 +20,7 @@
 #include "live_sink.h"
 #include "local_nodes.h"
 #include "node_emulation.h"
+#include "node_states.h"
 #include "paused_tensor.h"
 #include "queued_emit.h"
 #include "run_config.h"
@@ -59,99 +60,6 @@ using engine::ClusterNode;
 namespace {
 
 constexpr int kPublishMs = 34; // at most 30 snapshots a second
-
-QString roleOf(const QString &strategy, int rank)
-{
-    if (rank < 0)
-        return QStringLiteral("idle");
-    return QString::fromStdString(engine::nodeRole(strategy.toStdString(), rank));
-}
-
-// What a node's box shows besides the coordinator's record of it.
-struct NodeFacts {
-    std::map<int, engine::MemorySample> memory; // by rank
-    std::map<int, net::MemoryByCategory> stepPeaks; // by rank
-    const LiveSink::Traffic &traffic;
-    const NodeEmulation &emulation;
-    PredictedBytes predicted; // by rank (a mesh) or one for every node
-    bool gloo = false;
-    bool paused = false;
-    bool stopRequested = false;
-};
-
-widgets::NodeRunState runStateOf(const ClusterNode &n, bool failed, bool paused, double slowdown)
-{
-    if (n.state == ClusterNode::State::Lost)
-        return widgets::NodeRunState::Lost;
-    if (failed)
-        return widgets::NodeRunState::Failed;
-    if (n.state != ClusterNode::State::Running)
-        return widgets::NodeRunState::Idle;
-    return paused ? widgets::NodeRunState::Paused
-           : slowdown > 1 ? widgets::NodeRunState::Slow
-                          : widgets::NodeRunState::Running;
-}
-
-widgets::NodeState nodeStateOf(const ClusterNode &n, const QString &strategy, const NodeFacts &f)
-{
-    widgets::NodeState ns;
-    ns.id = n.id;
-    // A node keeps showing its rank (and memory) from the newest run it was in.
-    ns.rank = n.state == ClusterNode::State::Lost ? -1 : n.rank;
-    ns.name = QString::fromStdString(n.name);
-    ns.host = QString::fromStdString(n.host);
-    ns.role = roleOf(strategy, ns.rank);
-    ns.slowdown = f.emulation.slowdownOf(n.id);
-    // Failed until its next epoch starts: the box says why at once. Not
-    // after the user's Stop: then a node's "connection closed by rank 0"
-    // is the stop reaching it through its peers, not a failure.
-    const bool failed = !n.lastError.empty() && !f.stopRequested;
-    ns.state = runStateOf(n, failed, f.paused, ns.slowdown);
-    if (ns.rank >= 0) {
-        const auto it = f.memory.find(ns.rank);
-        if (it != f.memory.end())
-            ns.memory = it->second.memory;
-        if (const auto peak = f.stepPeaks.find(ns.rank); peak != f.stepPeaks.end())
-            ns.stepPeak = peak->second;
-        ns.predictedBytes = f.predicted.of(ns.rank);
-        if (f.gloo) { // links unknown: what this node handed to Gloo's collectives over the last second
-            const auto sent = f.traffic.sentPerSecond.find(ns.rank);
-            ns.collectiveBytesPerSecond = sent == f.traffic.sentPerSecond.end() ? 0.0 : sent->second;
-        }
-    }
-    if (n.state == ClusterNode::State::Lost) {
-        ns.lastLog = QString::fromStdString(n.lostReason);
-        ns.reason = ns.lastLog;
-    } else if (failed) {
-        ns.reason = QString::fromStdString(n.lastError);
-        ns.lastLog = ns.reason;
-    }
-    return ns;
-}
-
-// Bytes per link over the last second, with the emulated limit the
-// sender's (or receiver's) node was given.
-QVector<widgets::LinkState> linkStatesOf(const LiveSink::Traffic &traffic, const QVector<widgets::NodeState> &nodes,
-                                         const NodeEmulation &emulation)
-{
-    std::map<int, int> idOfRank;
-    for (const widgets::NodeState &n : nodes)
-        if (n.rank >= 0)
-            idOfRank[n.rank] = n.id;
-    QVector<widgets::LinkState> out;
-    for (const auto &[link, bytes] : traffic.linkBytesPerSecond) {
-        widgets::LinkState ls{link.first, link.second, bytes, 0, 0};
-        for (int end : {link.first, link.second}) {
-            const auto id = idOfRank.find(end);
-            if (const auto *limit = id == idOfRank.end() ? nullptr : emulation.linkLimitOf(id->second)) {
-                ls.limitBitsPerSecond = limit->first * 1e6;
-                ls.latencyMs = limit->second;
-            }
-        }
-        out.append(ls);
-    }
-    return out;
-}
 
 // The model the placement editor shows (the gpt at the vocabulary of the
 // window's character corpus).
@@ -221,6 +129,7 @@ EngineController::EngineController(const ClusterOptions &cluster, QObject *paren
 {
     qRegisterMetaType<RunSettings>();
     qRegisterMetaType<RunMeasurement>();
+    qRegisterMetaType<ClassPrediction>();
     engine::memory::install();
     d->cluster = cluster;
     d->options.bindAddress = cluster.bindAddress.toStdString();
@@ -231,6 +140,7 @@ EngineController::EngineController(const ClusterOptions &cluster, QObject *paren
                               QString::number(QRandomGenerator::system()->generate64(), 36))
                                  .toStdString();
     d->cluster.token = QString::fromStdString(d->options.token);
+    d->options.watchToken = cluster.watchToken.toStdString();
     try {
         d->coordinator = std::make_unique<engine::Coordinator>(d->options);
     } catch (const std::exception &e) {
@@ -243,6 +153,8 @@ EngineController::EngineController(const ClusterOptions &cluster, QObject *paren
     d->breakpoints.setPausedCallback([this, self](std::shared_ptr<const engine::PauseState> state) {
         // A recording keeps the pause's tensors (the sink forwards them to the recorder, if any).
         engine::recordPause(*state, d->sink, net::monotonicNs());
+        if (engine::SessionEventSink *viewers = d->coordinator->viewerEvents()) // students see the tensors too
+            engine::recordPause(*state, *viewers, net::monotonicNs());
         const PauseView view = pauseViewOf(*state);
         QMetaObject::invokeMethod(
             QCoreApplication::instance(),
@@ -254,6 +166,10 @@ EngineController::EngineController(const ClusterOptions &cluster, QObject *paren
                 Q_EMIT self->pausedAt(view);
             },
             Qt::QueuedConnection);
+    });
+    d->coordinator->setPredictionSink([self](const engine::Prediction &p) {
+        const ClassPrediction c{p.viewer, QString::fromStdString(p.name), p.node, p.step, p.value};
+        emitQueued(self, &EngineController::predictionReceived, c);
     });
     d->coordinator->setGatheredSink([this](int rank, const std::vector<std::string> &params) {
         std::lock_guard lock(d->progress.mutex);
@@ -303,6 +219,10 @@ QString EngineController::joinCommand() const
         .arg(port())
         .arg(QString::fromStdString(d->options.token));
 }
+
+int EngineController::viewerCount() const { return d->coordinator->viewerCount(); }
+
+void EngineController::publishLesson(const QJsonObject &lesson) { d->coordinator->publishLesson(lesson); }
 
 widgets::ClusterStatePtr EngineController::state() const { return d->lastState; }
 bool EngineController::isRunning() const { return d->running; }
@@ -689,25 +609,8 @@ void EngineController::publishTimeline()
     d->sink.takeTimeline(frames, spans, memory);
     if (frames.empty() && spans.empty() && memory.empty() && !d->running)
         return;
-    const bool gloo = d->progress.onGloo();
-    QVector<widgets::TimelineFrameSide> f;
-    f.reserve(qsizetype(frames.size()));
-    for (const auto &e : frames)
-        if (!gloo || glooFrameIsPacket(e)) // Gloo's one event per collective: its span shows it
-            f.append(toTimeline(e));
-    QVector<widgets::TimelineSpan> sp;
-    sp.reserve(qsizetype(spans.size()));
-    for (const auto &e : spans) {
-        widgets::TimelineSpan t = toTimeline(e);
-        if (gloo)
-            markGlooSpan(t); // its packets are not visible
-        sp.append(t);
-    }
-    QVector<widgets::TimelineMemorySample> mem;
-    mem.reserve(qsizetype(memory.size()));
-    for (const auto &m : memory)
-        mem.append(toTimeline(m));
-    Q_EMIT timelineEvents(f, sp, mem, net::monotonicNs());
+    const TimelineBatch b = toTimeline(frames, spans, memory, d->progress.onGloo());
+    Q_EMIT timelineEvents(b.frames, b.spans, b.memory, net::monotonicNs());
 }
 
 // The run's plan and progress since the last snapshot, taken under the lock;

@@ -11,6 +11,7 @@
 
 #include "app/feed/run_feed.h"
 
+#include <QJsonObject>
 #include <QMap>
 #include <QPointer>
 #include <QString>
@@ -108,6 +109,19 @@ struct ClusterOptions {
     // Where the coordinator and the local nodes' data planes listen
     // ("0.0.0.0": every interface, so other machines reach them).
     QString bindAddress = QStringLiteral("0.0.0.0");
+    // Students' windows and `smolctl watch` may also watch with this token,
+    // which cannot join as a node ("": only with `token`).
+    QString watchToken = QString();
+};
+
+// A viewer's answer to the teacher's lesson step (engine::Prediction, on the
+// GUI thread): the last one per viewer and step counts.
+struct ClassPrediction {
+    int viewer = -1;
+    QString name; // printable, bounded (the coordinator checked it)
+    int node = -1; // the node its machine joined as, -1: none
+    int step = -1; // the lesson step's index
+    double value = 0;
 };
 
 class EngineController : public RunFeed {
@@ -129,6 +143,7 @@ public:
     // What to run on another machine to add it to this cluster.
     QString joinCommand() const;
     int readyNodes() const; // connected and idle
+    int viewerCount() const; // students' windows and `smolctl watch` connected now
     QStringList strategies() const;
     // The model's layer names (for the placement editor) and whether a
     // pipeline placement spec is valid for them on `nodes` nodes ("" = yes).
@@ -164,10 +179,14 @@ public Q_SLOTS:
     void clearBreakpoints();
     // Edit a held node's tensor before resuming: "scale", "zero" or "nan".
     void editTensor(int rank, const QString &op, double factor = 1);
+    // The teacher's lesson step, to every viewer (an empty object: none).
+    void publishLesson(const QJsonObject &lesson);
 
 Q_SIGNALS:
     // Just before runFinished: what the run measured (the rest: RunFeed).
     void runMeasured(const smol::app::RunMeasurement &measurement);
+    // A viewer answered the lesson step's question.
+    void predictionReceived(const smol::app::ClassPrediction &prediction);
 
 private:
     struct Private;
@@ -191,3 +210,4 @@ private:
 
 Q_DECLARE_METATYPE(smol::app::RunSettings)
 Q_DECLARE_METATYPE(smol::app::RunMeasurement)
+Q_DECLARE_METATYPE(smol::app::ClassPrediction)

@@ -84,7 +84,18 @@ void LiveSink::onMemory(const engine::MemorySample &m)
 
 LiveSink::Traffic LiveSink::traffic()
 {
-    const std::int64_t now = net::monotonicNs();
+    return traffic(net::monotonicNs());
+}
+
+void LiveSink::addLinkBytes(int src, int dst, std::uint64_t bytes, std::int64_t t)
+{
+    std::lock_guard lock(m_mutex);
+    m_sends.push_back({t, src, src != dst ? dst : -1, bytes});
+    m_dirty = true;
+}
+
+LiveSink::Traffic LiveSink::traffic(std::int64_t now)
+{
     std::lock_guard lock(m_mutex);
     while (!m_sends.empty() && m_sends.front().t < now - 1'000'000'000)
         m_sends.pop_front();

@@ -45,8 +45,14 @@ public:
         std::map<std::pair<int, int>, double> linkBytesPerSecond;
         std::map<int, double> sentPerSecond;
     };
-    // Over the last second of the coordinator's clock.
+    // Over the last second of the coordinator's clock (a viewer: `nowNs`,
+    // its estimate of the teacher's coordinator's clock).
     Traffic traffic();
+    Traffic traffic(std::int64_t nowNs);
+    // A link's bytes without its frames (a viewer's batch over its budget:
+    // per-link totals stand in for single packets), sent by `t`. Not on the
+    // timeline: only the traffic it shows.
+    void addLinkBytes(int src, int dst, std::uint64_t bytes, std::int64_t t);
     std::map<int, engine::MemorySample> memory(); // the newest sample, by rank (step peaks aside)
     std::map<int, net::MemoryByCategory> stepPeaks(); // the newest step's peaks, by rank
     // The frames, spans and memory samples since the last call, for the timeline.

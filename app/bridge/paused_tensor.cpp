@@ -2,6 +2,7 @@
 
 #include "engine/breakpoints/breakpoints.h"
 #include "engine/cluster/admission.h"
+#include "engine/session/session_events.h"
 #include "net/dtype.h"
 
 namespace smol::app {
@@ -60,6 +61,18 @@ widgets::PauseView pauseViewOf(const engine::PauseState &state)
     for (const auto &t : state.results)
         view.results.append(pausedTensorOf(t));
     return view;
+}
+
+widgets::PausedTensor pausedTensorOf(const engine::TensorRecord &r)
+{
+    engine::TensorSnapshot s = engine::snapshotFromJson(r.snapshotJson);
+    s.node = r.node;
+    s.name = r.name;
+    s.kind = r.collective;
+    s.seq = r.seq;
+    s.step = r.step;
+    s.before = r.before;
+    return pausedTensorOf(s);
 }
 
 } // namespace smol::app

@@ -89,4 +89,25 @@ void loadTimeline(const engine::SessionReader &reader, widgets::TimelineData &da
         progress(total, total);
 }
 
+TimelineBatch toTimeline(const std::vector<net::FrameEvent> &frames, const std::vector<engine::SpanEvent> &spans,
+                         const std::vector<engine::MemorySample> &memory, bool gloo)
+{
+    TimelineBatch b;
+    b.frames.reserve(qsizetype(frames.size()));
+    for (const auto &e : frames)
+        if (!gloo || glooFrameIsPacket(e)) // Gloo's one event per collective: its span shows it
+            b.frames.append(toTimeline(e));
+    b.spans.reserve(qsizetype(spans.size()));
+    for (const auto &e : spans) {
+        widgets::TimelineSpan t = toTimeline(e);
+        if (gloo)
+            markGlooSpan(t); // its packets are not visible
+        b.spans.append(t);
+    }
+    b.memory.reserve(qsizetype(memory.size()));
+    for (const auto &m : memory)
+        b.memory.append(toTimeline(m));
+    return b;
+}
+
 } // namespace smol::app

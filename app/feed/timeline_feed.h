@@ -16,6 +16,16 @@ namespace smol::app {
 widgets::TimelineFrameSide toTimeline(const net::FrameEvent &e);
 widgets::TimelineSpan toTimeline(const engine::SpanEvent &s);
 widgets::TimelineMemorySample toTimeline(const engine::MemorySample &m);
+// What a live feed's timeline gained since its last snapshot, in the
+// timeline's words (Gloo's per-collective events marked, not drawn as
+// packets): the live bridge and a student's viewer both send it.
+struct TimelineBatch {
+    QVector<widgets::TimelineFrameSide> frames;
+    QVector<widgets::TimelineSpan> spans;
+    QVector<widgets::TimelineMemorySample> memory;
+};
+TimelineBatch toTimeline(const std::vector<net::FrameEvent> &frames, const std::vector<engine::SpanEvent> &spans,
+                         const std::vector<engine::MemorySample> &memory, bool gloo);
 // net::collectiveName() by CollectiveKind value.
 QStringList collectiveNames();
 

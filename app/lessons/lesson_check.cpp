@@ -4,6 +4,8 @@
 #include "lesson.h"
 #include "lesson_runner.h"
 
+#include "engine/cluster/admission.h"
+
 #include "engine/session/session_compare.h"
 #include "engine/session/session_reader.h"
 
@@ -18,6 +20,7 @@ namespace smol::app {
 
 const char kLessonUsage[] = R"(Usage: smolctl lesson --list
        smolctl lesson NAME|FILE [--check] [--timeout SECONDS]
+                     [--listen PORT --token T [--watch-token W] [--class-wait SECONDS]]
 
 A lesson (docs/lessons.md) is a file of steps that drive the real cluster.
   --list      the lessons that ship, one per line: name, steps, title
@@ -27,7 +30,25 @@ A lesson (docs/lessons.md) is a file of steps that drive the real cluster.
               node threads (more if the lesson asks), and check each revealed
               value against its formula within the lesson's tolerance
   --timeout S give up after S seconds (default 600)
+  --listen P  with --check: the coordinator listens on port P for other
+              machines' nodes and for viewers (students' windows,
+              `smolctl watch`), who see each lesson step and may answer its
+              question; needs --token
+  --token T   the token nodes and viewers connect with
+  --watch-token W
+              a token viewers may watch with but not join as nodes
+  --class-wait S
+              at each step with a reveal, wait up to S seconds (default 0)
+              for every connected viewer's answer before revealing
   -h, --help  show this help
+
+With --listen, each step whose question the class was asked prints, after
+its revealed values, one line (the step is 1-based, as in "step 2/5"; a
+viewer answers it by the lesson object's "index", 0-based):
+  class: step 2 'LABEL': N answers, median V, K within tolerance (NAME V, ...)
+the answers by value, the last per viewer counting, within the reveal's
+tolerance of the measured value; "class: step 2 'LABEL': 0 answers" when
+none came.
 
 Exit code 0 when every step was reached and every value agreed, 1 when a
 step failed or a value disagreed (the step and the reason on stderr), 2 on
@@ -143,16 +164,48 @@ bool printComparison(const QString &fileA, const QString &fileB, const LessonSte
     }
 }
 
-int checkLesson(const Lesson &lesson, int timeoutS, QTextStream &out, QTextStream &err)
+struct CheckOptions {
+    int timeoutS = 600;
+    quint16 port = 0; // --listen; 0: a local cluster only
+    QString token, watchToken;
+    int classWaitS = 0;
+};
+
+// "class: step 2 'bytes per step': 2 answers, median 3.0 MiB, 1 within
+// tolerance (alice 3.0 MiB, bob 5.0 MiB)": the names as printable text.
+void printClassAnswers(const LessonRunner &runner, int i, QTextStream &out)
 {
-    const int nodes = std::max(4, lesson.maxNodes());
-    std::unique_ptr<EngineController> engine;
+    const std::optional<ClassSummary> summary = runner.classSummary(i);
+    if (!summary)
+        return;
+    ClassSummary shown = *summary;
+    for (auto &[name, value] : shown.answers)
+        name = engine::printableText(name, 40).replace(QLatin1Char(','), QLatin1Char(' '));
+    const LessonReveal &r = runner.lesson().steps[i].reveals.front();
+    out << "class: step " << (i + 1) << " '" << r.label << "': " << classAnswersText(shown, r.unit, 1000) << "\n";
+}
+
+// A local cluster of `nodes` node threads; with --listen, also on the port
+// other machines' nodes and viewers reach.
+std::unique_ptr<EngineController> startCluster(const CheckOptions &o, int nodes, QTextStream &err)
+{
     try {
-        engine = std::make_unique<EngineController>(nodes);
+        return o.port ? std::make_unique<EngineController>(
+                            ClusterOptions{nodes, o.port, o.token, QString(), QStringLiteral("0.0.0.0"), o.watchToken})
+                      : std::make_unique<EngineController>(nodes);
     } catch (const std::exception &e) {
         err << "smolctl: lesson: " << e.what() << Qt::endl;
-        return 1;
+        return nullptr;
     }
+}
+
+int checkLesson(const Lesson &lesson, const CheckOptions &o, QTextStream &out, QTextStream &err)
+{
+    const int timeoutS = o.timeoutS;
+    const int nodes = std::max(4, lesson.maxNodes());
+    const std::unique_ptr<EngineController> engine = startCluster(o, nodes, err);
+    if (!engine)
+        return 1;
     QEventLoop loop;
     int code = -1;
     QString reason;
@@ -184,10 +237,18 @@ int checkLesson(const Lesson &lesson, int timeoutS, QTextStream &out, QTextStrea
 
     LessonRunner runner(engine.get());
     int mismatches = 0;
-    QObject::connect(&runner, &LessonRunner::stepReached, &loop, [&](int i) {
+    // With viewers: a step with a question waits (up to --class-wait) for
+    // every connected viewer's answer before its values are printed and revealed.
+    QTimer classWait;
+    classWait.setInterval(100);
+    QElapsedTimer waited;
+    int waitingStep = -1;
+    const auto reached = [&](int i) {
         out << "step " << (i + 1) << "/" << lesson.steps.size() << " " << lesson.steps[i].title << ": "
             << runner.view().status << QStringLiteral(" (%1 s)").arg(clock.elapsed() / 1000.0, 0, 'f', 1) << "\n";
         mismatches += printReveals(lesson.steps[i], i, runner.results(), out, err);
+        if (o.port)
+            printClassAnswers(runner, i, out);
         const LessonStep &s = lesson.steps[i];
         if (!s.compareA.isEmpty() &&
             !printComparison(runner.recording(s.compareA), runner.recording(s.compareB), s, i, out, err))
@@ -199,6 +260,23 @@ int checkLesson(const Lesson &lesson, int timeoutS, QTextStream &out, QTextStrea
                 runner.next();
             runner.next();
         });
+    };
+    QObject::connect(&classWait, &QTimer::timeout, &loop, [&] {
+        const int viewers = engine->viewerCount();
+        if (waited.elapsed() < o.classWaitS * 1000 &&
+            (viewers == 0 || runner.classAnswers().count(waitingStep) < viewers))
+            return;
+        classWait.stop();
+        reached(waitingStep);
+    });
+    QObject::connect(&runner, &LessonRunner::stepReached, &loop, [&](int i) {
+        if (!o.port || o.classWaitS <= 0 || lesson.steps[i].reveals.isEmpty()) {
+            reached(i);
+            return;
+        }
+        waitingStep = i;
+        waited.start();
+        classWait.start();
     });
     QObject::connect(&runner, &LessonRunner::stepFailed, &loop, [&](int i, const QString &why) {
         end(1, QStringLiteral("step %1 (%2): %3").arg(i + 1).arg(lesson.steps[i].title, why));
@@ -228,7 +306,8 @@ int runLessonCommand(const QStringList &args, QTextStream &out, QTextStream &err
         return 2;
     };
     bool list = false, check = false;
-    int timeout = 600;
+    CheckOptions o;
+    int &timeout = o.timeoutS;
     QString which;
     for (int i = 0; i < args.size(); ++i) {
         const QString &a = args[i];
@@ -245,6 +324,22 @@ int runLessonCommand(const QStringList &args, QTextStream &out, QTextStream &err
             timeout = i + 1 < args.size() ? args[++i].toInt(&ok) : 0;
             if (!ok || timeout < 1 || timeout > 86400)
                 return bad(QStringLiteral("--timeout needs seconds from 1 to 86400"));
+        } else if (a == QLatin1String("--listen") || a == QLatin1String("--class-wait")) {
+            bool ok = false;
+            const int v = i + 1 < args.size() ? args[++i].toInt(&ok) : 0;
+            const bool listen = a == QLatin1String("--listen");
+            if (!ok || v < (listen ? 1 : 0) || v > (listen ? 65535 : 3600))
+                return bad(listen ? QStringLiteral("--listen needs a port from 1 to 65535")
+                                  : QStringLiteral("--class-wait needs seconds from 0 to 3600"));
+            if (listen)
+                o.port = quint16(v);
+            else
+                o.classWaitS = v;
+        } else if (a == QLatin1String("--token") || a == QLatin1String("--watch-token")) {
+            const QString v = i + 1 < args.size() ? args[++i] : QString();
+            if (v.trimmed().isEmpty() || v.contains(QLatin1Char(' ')))
+                return bad(QStringLiteral("%1 needs a token without spaces").arg(a));
+            (a == QLatin1String("--token") ? o.token : o.watchToken) = v;
         } else if (a.startsWith('-')) {
             return bad(QStringLiteral("unknown option '%1' (try `smolctl lesson --help`)").arg(a));
         } else if (which.isEmpty()) {
@@ -276,10 +371,16 @@ int runLessonCommand(const QStringList &args, QTextStream &out, QTextStream &err
     } catch (const LessonError &e) {
         return bad(QString::fromUtf8(e.what()));
     }
+    if (o.port && o.token.isEmpty())
+        return bad(QStringLiteral("--listen needs --token T"));
+    if ((o.port || !o.token.isEmpty() || !o.watchToken.isEmpty() || o.classWaitS) && (!check || !o.port))
+        return bad(QStringLiteral("--listen, --token, --watch-token and --class-wait go with --check --listen PORT"));
+    if (!o.watchToken.isEmpty() && o.watchToken == o.token)
+        return bad(QStringLiteral("--watch-token must differ from --token"));
     printOutline(lesson, out);
     if (!check)
         return 0;
-    return checkLesson(lesson, timeout, out, err);
+    return checkLesson(lesson, o, out, err);
 }
 
 } // namespace smol::app

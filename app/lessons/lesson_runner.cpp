@@ -5,6 +5,7 @@
 #include "widgets/paint/palette.h"
 #include "widgets/step_number.h"
 
+#include <QJsonObject>
 #include <QSet>
 
 #include <algorithm>
@@ -67,6 +68,12 @@ LessonRunner::LessonRunner(EngineController *engine, QObject *parent) : QObject(
         if (m_inStart)
             fail(why);
     });
+    connect(engine, &EngineController::predictionReceived, this, [this](const ClassPrediction &p) {
+        m_class.add(p.viewer, p.name, p.step, p.value);
+        if (m_open && p.step == m_index && m_steps[m_index].phase == Phase::Revealed)
+            Q_EMIT viewChanged(); // the reveal's count goes on growing
+    });
+    connect(this, &LessonRunner::viewChanged, this, &LessonRunner::publishStep);
     m_nodeWait.setInterval(kNodeWaitMs);
     connect(&m_nodeWait, &QTimer::timeout, this, [this] {
         if (m_engine->readyNodes() >= m_runSettings.nodes) {
@@ -91,6 +98,7 @@ void LessonRunner::open(const Lesson &lesson)
     m_lastRun.clear();
     m_recordings.clear();
     m_recordDir.reset();
+    m_class.clear();
     m_open = true;
     m_index = -1;
     enter(0);
@@ -696,6 +704,13 @@ widgets::LessonStepView LessonRunner::view() const
             out.agrees = res.agrees;
         }
         out.revealed = shown;
+        if (i == 0 && shown) // the class was asked the first reveal's question
+            if (const std::optional<ClassSummary> c = classSummary(m_index); c && c->answered > 0) {
+                out.classAnswers = tr("Class: %1").arg(classAnswersText(*c, r.unit, 6));
+                out.classHistogram = tr("%1  (%2 to %3)")
+                                         .arg(histogramText(c->histogram), formatLessonValue(c->low, r.unit),
+                                              formatLessonValue(c->high, r.unit));
+            }
         v.reveals.push_back(out);
     }
     v.canBack = m_index > 0 && !v.busy;
@@ -711,6 +726,55 @@ widgets::LessonStepView LessonRunner::view() const
     else
         v.nextLabel = tr("Next");
     return v;
+}
+
+// ---- the students' windows ---------------------------------------------------
+
+namespace {
+constexpr int kMaxStepTextChars = 4000; // a step's text, as sent to every viewer
+} // namespace
+
+QJsonObject LessonRunner::stepJson() const
+{
+    if (!m_open || m_index < 0)
+        return {};
+    const LessonStep &step = m_lesson.steps[m_index];
+    const StepState &st = m_steps[m_index];
+    QJsonObject o{{QStringLiteral("lesson"), m_lesson.title},
+                  {QStringLiteral("index"), m_index},
+                  {QStringLiteral("count"), int(m_lesson.steps.size())},
+                  {QStringLiteral("title"), step.title},
+                  {QStringLiteral("text"), step.text.left(kMaxStepTextChars)}};
+    if (!step.reveals.isEmpty()) {
+        const LessonReveal &r = step.reveals.front();
+        o.insert(QStringLiteral("question"), r.label);
+        o.insert(QStringLiteral("unit"), lessonUnitName(r.unit));
+        o.insert(QStringLiteral("tolerance"), r.tolerance);
+        o.insert(QStringLiteral("absolute"), r.absolute);
+        const bool revealed = st.phase == Phase::Revealed;
+        o.insert(QStringLiteral("revealed"), revealed);
+        if (revealed && !st.results.isEmpty() && st.results.front().error.isEmpty())
+            o.insert(QStringLiteral("measured"), formatLessonValue(st.results.front().measured, r.unit));
+    }
+    return o;
+}
+
+void LessonRunner::publishStep()
+{
+    const QJsonObject step = stepJson();
+    if (step == m_published || !m_engine)
+        return;
+    m_published = step;
+    m_engine->publishLesson(step);
+}
+
+std::optional<ClassSummary> LessonRunner::classSummary(int step) const
+{
+    if (!m_open || step < 0 || step >= m_steps.size() || m_lesson.steps[step].reveals.isEmpty() ||
+        m_steps[step].results.isEmpty() || !m_steps[step].results.front().error.isEmpty())
+        return std::nullopt;
+    const LessonReveal &r = m_lesson.steps[step].reveals.front();
+    return m_class.summarize(step, m_steps[step].results.front().measured, r.tolerance, r.absolute);
 }
 
 } // namespace smol::app

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "app/bridge/engine_controller.h"
+#include "class_answers.h"
 #include "engine/session/figure_table.h"
 #include "engine/strategies/strategy_description.h"
 #include "lesson.h"
@@ -59,6 +60,14 @@ public:
     QVector<Result> results() const;
     // The session file a run with record=yes wrote ("" for none).
     QString recording(const QString &run) const { return m_recordings.value(run); }
+    // Students' windows (issue 27): each step goes to them as this object
+    // (toJson); a step with a reveal asks them its first reveal's question,
+    // and their answers (the last per viewer) are summed up at the reveal.
+    QJsonObject stepJson() const;
+    const ClassAnswers &classAnswers() const { return m_class; }
+    // The class's answers to step `step`'s question beside its measured
+    // value (nullopt: the step asks none, or is not measured yet).
+    std::optional<ClassSummary> classSummary(int step) const;
 
 public Q_SLOTS:
     // Reveal the step's numbers if it has any left to reveal, else go on
@@ -106,6 +115,7 @@ private:
                                                const engine::ClosedFormInput &in);
     std::optional<double> configFigure(const QString &run, const QString &figure) const;
     QVector<int> idleNodeIds() const;
+    void publishStep(); // to the students' windows, when it changed
 
     void onState(const widgets::ClusterStatePtr &state);
     void onPaused(const PauseView &pause);
@@ -135,6 +145,8 @@ private:
     std::unique_ptr<QTemporaryDir> m_recordDir; // the lesson's recordings (record=yes), gone with it
     QMap<QString, QString> m_recordings;   // run name -> its session file
     QString m_lastRun;                     // the newest finished run's name
+    ClassAnswers m_class;                  // the students' predictions
+    QJsonObject m_published;               // the step the students' windows were sent last
     QTimer m_nodeWait;                     // waiting for local nodes to join
     int m_nodeWaitTicks = 0;
 };

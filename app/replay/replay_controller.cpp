@@ -42,21 +42,6 @@ QString oneLine(const char *what)
     return QString::fromUtf8(what).simplified();
 }
 
-// A recorded tensor as the inspector shows it: the picture from its JSON,
-// which node, step, collective and side from the record (the file's indexed
-// columns).
-PausedTensor fromRecord(const engine::TensorRecord &r)
-{
-    engine::TensorSnapshot s = engine::snapshotFromJson(r.snapshotJson);
-    s.node = r.node;
-    s.name = r.name;
-    s.kind = r.collective;
-    s.seq = r.seq;
-    s.step = r.step;
-    s.before = r.before;
-    return pausedTensorOf(s);
-}
-
 // What a snapshot shows that a replay can change (the rest is the header's).
 bool sameState(const widgets::ClusterState &a, const widgets::ClusterState &b)
 {
@@ -239,7 +224,7 @@ struct ReplayController::Private : engine::SessionEventSink {
             e.endNs = std::max(e.endNs, s.endNs);
         }
         for (const engine::TensorRecord &r : records)
-            (r.before ? view.inputs : view.results).append(fromRecord(r));
+            (r.before ? view.inputs : view.results).append(pausedTensorOf(r));
         e.step = view.step();
         if (extent)
             *extent = e;

@@ -1,14 +1,16 @@
 // smolctl: the headless command line. Wiring only: parse the command, hand
 // the rest of the arguments to the engine, return its exit code.
 //
-// Commands: train, node, info, export, lesson, bench allreduce|train|session|timeline.
+// Commands: train, node, watch, info, export, lesson, bench allreduce|train|session|timeline.
 #include "engine/bench/allreduce_bench.h"
 #include "engine/bench/cluster_bench.h"
 #include "engine/cluster/cluster_commands.h"
+#include "engine/cluster/watch_command.h"
 #include "engine/session/session_commands.h"
 #include "engine/session/session_compare.h"
 #include "engine/bench/session_bench.h"
 #include "engine/bench/train_bench.h"
+#include "engine/bench/watch_bench.h"
 #include "engine/train_command.h"
 #include "app/lessons/lesson_check.h"
 #include "timeline_bench.h"
@@ -38,6 +40,8 @@ Commands:
                     metrics as CSV; see `smolctl export --help`
   compare A B       two recorded sessions side by side: config differences,
                     then each figure in A, B and B/A (`--json`)
+  watch HOST:PORT   watch a teacher's run without joining it: a line per
+                    step, pause and lesson step (`smolctl watch --help`)
   lesson            list the shipped lessons, check one's file, or run it
                     without a window and check every revealed value
                     (`smolctl lesson --help`)
@@ -49,6 +53,8 @@ Commands:
                     our transport vs c10d's Gloo: samples/s and the ratio
   bench session     what recording a session costs a ddp run, events written
                     per second, and reading a 1 s window of a 1M-event file
+  bench watch       samples/s of a 4-node ddp run with 64 viewers streamed
+                    to and with none, the ratio, and one viewer's bytes/s
   bench timeline    paint the GUI's timeline offscreen (1920x1080) over 1M
                     packets: worst frame at every zoom, memory of the events
 
@@ -61,6 +67,7 @@ const char kBenchUsage[] = R"(Usage: smolctl bench allreduce [OPTIONS]
        smolctl bench train [--steps K] [--global-batch B] [--rounds R]
        smolctl bench session [--steps K] [--rounds R] [--events N]
        smolctl bench cluster [--nodes N] [--steps K] [--global-batch B] [--rounds R]
+       smolctl bench watch [--viewers N] [--steps K] [--rounds R] [--nodes N]
        smolctl bench timeline [--packets N] [--nodes K] [--frames F] [--recording FILE]
 
 bench train: mlp on Fashion-MNIST, one LibTorch thread per node, measured
@@ -106,6 +113,13 @@ the median samples/s of each (from the first step to the last: set-up and
 Gloo's rendezvous excluded) and the ratio gloo/ours. Defaults: 200 steps,
 global batch 120, 3 rounds.
 
+bench watch: a coordinator streaming to viewers (as a teacher's window
+does) and 4 node threads run the same ddp mlp job with no viewer and with
+N (default 64) ViewerClients on loopback in this process, back to back in
+each round; prints the median samples/s of each, what one viewer received
+per second, and `ratio samples/s with N viewers / without`. Defaults: 1000
+steps, global batch 120, 5 rounds.
+
 bench timeline: see `smolctl bench timeline --help`.
 )";
 
@@ -133,9 +147,9 @@ int runBench(const QStringList &args, QTextStream &out, QTextStream &err)
     if (name == QLatin1String("timeline"))
         return smol::app::runTimelineBench(rest, out, err);
     if (name != QLatin1String("allreduce") && name != QLatin1String("train") && name != QLatin1String("session") &&
-        name != QLatin1String("cluster"))
-        return fail(err, QStringLiteral("bench: unknown benchmark '%1' (allreduce, train, session, cluster or "
-                                        "timeline)")
+        name != QLatin1String("cluster") && name != QLatin1String("watch"))
+        return fail(err, QStringLiteral("bench: unknown benchmark '%1' (allreduce, train, session, cluster, "
+                                        "watch or timeline)")
                              .arg(name));
     if (rest.contains(QStringLiteral("--help")) || rest.contains(QStringLiteral("-h"))) {
         out << kBenchUsage;
@@ -147,6 +161,8 @@ int runBench(const QStringList &args, QTextStream &out, QTextStream &err)
         return smol::engine::runSessionBench(rest, out, err);
     if (name == QLatin1String("cluster"))
         return smol::engine::runClusterBench(rest, out, err);
+    if (name == QLatin1String("watch"))
+        return smol::engine::runWatchBench(rest, out, err);
     return smol::engine::runAllreduceBench(rest, out, err);
 }
 
@@ -192,6 +208,7 @@ int main(int argc, char **argv)
         {"export", smol::engine::runExportCommand},
         {"compare", smol::engine::runCompareCommand},
         {"lesson", smol::app::runLessonCommand},
+        {"watch", smol::engine::runWatchCommand},
     };
     for (const auto &[name, run] : kCommands)
         if (command == QLatin1String(name))

@@ -28,7 +28,8 @@ constexpr Flag kFlags[] = {
     {"strategy", "S"},          {"backend", "B"},       {"screenshot", "FILE"}, {"replay", "SESSION"},
     {"compare", "SESSION"},     {"listen", "PORT"},     {"token", "T"},         {"advertise", "ADDR"},
     {"timeline-budget", "MIB"}, {"lesson", "NAME"},     {"lesson-step", "K"},   {"break", "SPEC"},
-    {"view", "NAME"},           {"model", "M"},         {"mesh", "SPEC"}};
+    {"view", "NAME"},           {"model", "M"},         {"mesh", "SPEC"},       {"watch", "HOST:PORT"},
+    {"join", "HOST:PORT"},      {"name", "N"},          {"watch-token", "W"}};
 
 // Reads the flags of one parse; the first bad value is the one reported.
 class FlagReader {
@@ -190,6 +191,38 @@ void readListen(FlagReader &r, GuiOptions &o)
         r.fail(why);
 }
 
+// A student's window (--watch / --join HOST:PORT --token T [--name N]), and
+// the teacher's --watch-token.
+void readWatch(FlagReader &r, GuiOptions &o)
+{
+    o.watchToken = r.value("watch-token");
+    if (r.isSet("watch-token") && (o.watchToken.trimmed().isEmpty() || o.watchToken == o.listen.token))
+        r.fail(QStringLiteral("--watch-token must be a token other than --token"));
+    if (r.isSet("watch") && r.isSet("join"))
+        r.fail(QStringLiteral("--watch or --join, not both (--join also watches)"));
+    o.join = r.isSet("join");
+    o.name = r.value("name").trimmed();
+    const QString where = r.value(o.join ? "join" : "watch");
+    if (!r.isSet("watch") && !o.join) {
+        if (r.isSet("name"))
+            r.fail(QStringLiteral("--name goes with --watch or --join"));
+        return;
+    }
+    const qsizetype colon = where.lastIndexOf(QLatin1Char(':'));
+    bool ok = false;
+    const int port = colon > 0 ? where.mid(colon + 1).toInt(&ok) : 0;
+    o.watchHost = colon > 0 ? where.left(colon) : QString();
+    if (!ok || port < 1 || port > 65535 || !net::sock::isPlausibleHost(o.watchHost.toStdString()))
+        r.fail(QStringLiteral("--%1 takes HOST:PORT (a host name or IPv4 address, a port from 1 to 65535), got '%2'")
+                   .arg(o.join ? "join" : "watch", where));
+    o.watchPort = quint16(port);
+    if (o.listen.token.isEmpty())
+        r.fail(QStringLiteral("--%1 needs --token T (the teacher's token, or its watch token)").arg(o.join ? "join" : "watch"));
+    if (r.isSet("listen") || r.isSet("replay") || r.isSet("lesson") || r.isSet("watch-token") || r.isSet("break"))
+        r.fail(QStringLiteral("--%1 shows the teacher's cluster: it does not go with --listen, --watch-token, --replay, "
+                              "--lesson or --break").arg(o.join ? "join" : "watch"));
+}
+
 } // namespace
 
 GuiOptions parseGuiOptions(const QStringList &args)
@@ -213,6 +246,7 @@ GuiOptions parseGuiOptions(const QStringList &args)
     readRun(r, options);
     readLessonAndReplay(r, options);
     readListen(r, options);
+    readWatch(r, options);
     if (!parser.positionalArguments().isEmpty())
         r.fail(QStringLiteral("unexpected argument '%1'").arg(parser.positionalArguments().first()));
     return options;

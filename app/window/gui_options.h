@@ -49,6 +49,16 @@ struct GuiOptions {
     QString breakAt;       // --break SPEC: a breakpoint before the run (with --screenshot: save at the pause)
     QString view;          // --view NAME: the view shown at start (MainWindow::showView's keys)
     ListenSettings listen; // what the flags set; unset fields come from the remembered settings
+    // The teacher's window: an audience may watch with this token but not
+    // join as nodes (--watch-token W; "": only with the run's token).
+    QString watchToken;
+    // A student's window: --watch HOST:PORT (a viewer of the teacher's run)
+    // or --join HOST:PORT (also one node of this machine in the teacher's
+    // cluster), with --token T and --name N.
+    QString watchHost; // "": neither
+    quint16 watchPort = 0;
+    bool join = false;
+    QString name;
     int timelineBudgetMiB = 256; // the live timeline's memory budget (0: none); replays are never trimmed
     QString error;               // one line, for "smolcluster: <error> (try --help)"
 };

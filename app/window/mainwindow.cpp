@@ -127,7 +127,7 @@ void MainWindow::fitToScreen()
 
 template <typename Signal, typename Slot> void MainWindow::onFeed(Signal signal, Slot slot)
 {
-    for (RunFeed *feed : {static_cast<RunFeed *>(m_engine), static_cast<RunFeed *>(m_replayController)})
+    for (RunFeed *feed : std::as_const(m_connecting))
         connect(feed, signal, this, [this, feed, slot](const auto &...args) {
             if (feed == m_feed)
                 slot(args...);
@@ -136,6 +136,16 @@ template <typename Signal, typename Slot> void MainWindow::onFeed(Signal signal,
 
 void MainWindow::connectFeeds()
 {
+    connectViews({m_engine, m_replayController});
+    // The replay's own: a damaged file's reason stays in the log; its position and play state.
+    connect(m_replayController, &RunFeed::errorOccurred, m_log, &QPlainTextEdit::appendPlainText);
+    connect(m_replayController, &ReplayController::positionChanged, this, &MainWindow::showReplayPosition);
+    connect(m_replayController, &ReplayController::playingChanged, this, [this](bool) { updateRunActions(); });
+}
+
+void MainWindow::connectViews(const QVector<RunFeed *> &feeds)
+{
+    m_connecting = feeds;
     // What the views show of a run.
     onFeed(&RunFeed::stateChanged, [this](const widgets::ClusterStatePtr &state) { showState(state); });
     onFeed(&RunFeed::stepAvailable, [this](const widgets::StepPoint &point) { queueStep(point); });
@@ -179,12 +189,9 @@ void MainWindow::connectFeeds()
     onFeed(&RunFeed::runWaitingForNodes, [this](const QString &what) {
         statusBar()->showMessage(what);
         m_log->appendPlainText(what);
-        QTimer::singleShot(0, this, &MainWindow::showRemoteNodes); // the command to give the returning nodes
+        if (!m_viewer)
+            QTimer::singleShot(0, this, &MainWindow::showRemoteNodes); // the command to give the returning nodes
     });
-    // The replay's own: a damaged file's reason stays in the log; its position and play state.
-    connect(m_replayController, &RunFeed::errorOccurred, m_log, &QPlainTextEdit::appendPlainText);
-    connect(m_replayController, &ReplayController::positionChanged, this, &MainWindow::showReplayPosition);
-    connect(m_replayController, &ReplayController::playingChanged, this, [this](bool) { updateRunActions(); });
 }
 
 // Which feed reaches the views. The caller shows its state when the views
@@ -200,6 +207,8 @@ void MainWindow::connectSelection()
     connect(m_inspector, &widgets::TensorInspector::editRequested, this, [this](int rank, const QString &op, double f) {
         if (isReplaying())
             statusBar()->showMessage(tr("A recording cannot be edited: close the replay (Ctrl+W) to edit a live pause."), 6000);
+        else if (m_viewer)
+            statusBar()->showMessage(tr("Only the teacher can edit a held tensor."), 6000);
         else
             m_engine->editTensor(rank, op, f);
     });
@@ -393,8 +402,8 @@ void MainWindow::buildMenus()
 {
     QMenu *file = menuBar()->addMenu(tr("&File"));
     file->setObjectName(QStringLiteral("fileMenu"));
-    file->addAction(tr("&Open session..."), QKeySequence::Open, this, &MainWindow::chooseSession);
-    file->addAction(tr("Co&mpare with..."), m_compare, &CompareController::choose);
+    m_openSession = file->addAction(tr("&Open session..."), QKeySequence::Open, this, &MainWindow::chooseSession);
+    m_compareWith = file->addAction(tr("Co&mpare with..."), m_compare, &CompareController::choose);
     QAction *closeReplayAction = file->addAction(tr("&Close replay"), QKeySequence::Close, this, &MainWindow::closeReplay);
     connect(m_replayController, &ReplayController::opened, closeReplayAction, [closeReplayAction] { closeReplayAction->setEnabled(true); });
     connect(m_replayController, &ReplayController::closed, closeReplayAction, [closeReplayAction] { closeReplayAction->setEnabled(false); });
@@ -432,7 +441,7 @@ void MainWindow::buildMenus()
     QAction *full = view->addAction(tr("&Full screen"));
     full->setShortcut(Qt::Key_F11);
     connect(full, &QAction::triggered, this, [this] { isFullScreen() ? showNormal() : showFullScreen(); });
-    QMenu *cluster = menuBar()->addMenu(tr("&Cluster"));
+    QMenu *cluster = m_clusterMenu = menuBar()->addMenu(tr("&Cluster"));
     cluster->addAction(tr("&Remote nodes..."), this, &MainWindow::showRemoteNodes);
     cluster->addAction(tr("&Add local node"), m_engine, &EngineController::addLocalNode);
     cluster->addAction(tr("&Clear breakpoints"), m_runControls, &RunControls::clearBreakpoints);
@@ -565,6 +574,10 @@ void MainWindow::updateRunActions()
 {
     // One set of controls: a replay has the replay bar (Space: play/pause, N or ]: next collective); the
     // run controls and the Node tab's live buttons hide, their actions off (Ctrl+Return, Ctrl+. do nothing).
+    if (m_viewer) {
+        hideLiveControls();
+        return;
+    }
     const bool replaying = isReplaying();
     m_runControls->setVisible(!replaying);
     m_nodePage->setLiveControlsVisible(!replaying);
@@ -707,90 +720,6 @@ void MainWindow::showReplayPosition(qint64 ns)
     // The header's step (the replay's state at ns is built before its position goes out).
     const widgets::ClusterStatePtr state = m_replayController->state();
     m_replayBar->showPosition(ns, state ? widgets::stepInProgress(*state) : -1);
-}
-
-bool MainWindow::openSession(const QString &path, QString *error, bool quiet)
-{
-    struct BusyCursor {
-        BusyCursor() { QApplication::setOverrideCursor(Qt::WaitCursor); }
-        ~BusyCursor() { QApplication::restoreOverrideCursor(); }
-    };
-    std::optional<BusyCursor> busy;
-    auto refuse = [&](const QString &reason) {
-        busy.reset();
-        if (error)
-            *error = reason;
-        if (!quiet)
-            QMessageBox::warning(this, tr("Open session"), reason);
-        statusBar()->showMessage(reason, 8000);
-        return false;
-    };
-    if (m_engine->isRunning())
-        return refuse(tr("A run is in progress: stop it (Ctrl+.) before opening a session."));
-    m_compare->close();
-    if (isReplaying())
-        closeReplay();
-    QString why;
-    statusBar()->showMessage(tr("Opening %1...").arg(path));
-    // Reading a long recording takes seconds (its traffic index, then the
-    // timeline, which has a progress dialog).
-    busy.emplace();
-    setFeed(m_replayController); // the controller's first signals belong to the replay
-    if (!m_replayController->open(path, &why)) {
-        setFeed(m_engine);
-        if (const widgets::ClusterStatePtr live = m_engine->state())
-            showState(live);
-        return refuse(why);
-    }
-    // The whole recording on the timeline, with the playhead at the start.
-    try {
-        m_timelinePanel->loadRecording(*m_replayController->reader(), m_replayController->beginNs());
-    } catch (const std::exception &e) {
-        m_replayController->close();
-        setFeed(m_engine);
-        m_timeline->clear();
-        m_timeline->setLive(true);
-        return refuse(QString::fromUtf8(e.what()));
-    }
-    showReplayPosition(m_replayController->positionNs());
-    m_replayBar->show();
-    // settings() says what was recorded, not the next live run (the controls hide).
-    const std::optional<RunSettings> recorded = m_replayController->recordedSettings();
-    m_runControls->showRecording(recorded);
-    m_timelinePanel->showHint(recorded && recorded->backend == QLatin1String("gloo"));
-    m_exportTrace->setEnabled(true);
-    setWindowTitle(tr("smolcluster: replay of %1").arg(QFileInfo(path).fileName()));
-    statusBar()->showMessage(tr("Replaying %1. Space plays, Ctrl+W closes.") // [ and ]: the bar's tooltips
-                                 .arg(m_replayController->describe()));
-    updateRunActions();
-    return true;
-}
-
-void MainWindow::closeReplay()
-{
-    if (!isReplaying() || m_compare->close()) // a compared run B goes first
-        return;
-    m_replayController->close();
-    setFeed(m_engine);
-    m_replayBar->hide();
-    m_runControls->showRecording(std::nullopt);
-    clearRunViews();
-    m_log->clear();
-    m_timeline->setLive(true);
-    m_exportTrace->setEnabled(!m_lastRecording.isEmpty());
-    setWindowTitle(tr("smolcluster"));
-    if (const widgets::ClusterStatePtr live = m_engine->state())
-        showState(live); // the newest snapshot it published while the replay was shown
-    statusBar()->showMessage(tr("Replay closed: the live cluster again."), 5000);
-    updateRunActions();
-}
-
-void MainWindow::chooseSession()
-{
-    const QString path =
-        QFileDialog::getOpenFileName(this, tr("Open session"), QString(), tr("Sessions (*.smolrec);;All files (*)"));
-    if (!path.isEmpty())
-        openSession(path);
 }
 
 void MainWindow::showRemoteNodes()

@@ -27,6 +27,7 @@
 
 class QAction;
 class QDockWidget;
+class QMenu;
 class QPlainTextEdit;
 class QSplitter;
 class QTabWidget;
@@ -53,6 +54,7 @@ class ReplayBar;
 class ReplayController;
 class RunControls;
 class TimelinePanel;
+class ViewerFeed;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -83,6 +85,10 @@ public:
     // "memory", "shards", "placement", "inspector", "log", "charts",
     // "timeline"; false for an unknown key) and the node of a rank.
     LessonUi *lessons() const { return m_lessons; }
+    // A student's window (smolcluster --watch / --join): the views fed by a
+    // teacher's run, read-only (viewer_mode.cpp). Not owned.
+    void watch(ViewerFeed *viewer);
+    ViewerFeed *viewer() const { return m_viewer; }
     RunControls *runControls() const { return m_runControls; }
     bool showView(const QString &key);
     void selectRank(int rank);
@@ -116,6 +122,8 @@ private:
     // The views fed: `slot` gets `signal` of every feed, while that feed is
     // the current one (setFeed).
     template <typename Signal, typename Slot> void onFeed(Signal signal, Slot slot);
+    void connectViews(const QVector<RunFeed *> &feeds); // the views' slots, to these feeds' signals
+    void hideLiveControls(); // viewer_mode.cpp
     void setFeed(RunFeed *feed);
     void showState(const widgets::ClusterStatePtr &state);
     void queueStep(const widgets::StepPoint &point);
@@ -174,6 +182,11 @@ private:
     widgets::TimelineView *m_timeline = nullptr; // the panel's
 
     ReplayController *m_replayController = nullptr;
+    ViewerFeed *m_viewer = nullptr;   // a student's window: the teacher's run
+    QVector<RunFeed *> m_connecting;  // connectViews' feeds, for onFeed
+    QMenu *m_clusterMenu = nullptr;
+    QAction *m_openSession = nullptr;
+    QAction *m_compareWith = nullptr;
     CompareController *m_compare = nullptr;
     LessonUi *m_lessons = nullptr;
     QDockWidget *m_timelineDock = nullptr;

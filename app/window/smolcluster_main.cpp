@@ -10,6 +10,7 @@
 #include "run_controls.h"
 #include "widgets/timeline/timeline_view.h"
 #include "app/replay/replay_controller.h"
+#include "viewer_window.h"
 
 #include <QApplication>
 #include <QElapsedTimer>
@@ -30,7 +31,9 @@ const char kUsage[] = R"(Usage: smolcluster [--nodes N] [--strategy S] [--model 
                    [--steps K] [--projector]
                    [--listen PORT --token T [--advertise ADDR]] [--timeline-budget MIB]
                    [--replay SESSION [--compare SESSION]] [--lesson NAME|FILE [--lesson-step K]]
-                   [--break SPEC] [--view NAME] [--screenshot FILE.png]
+                   [--break SPEC] [--view NAME] [--screenshot FILE.png] [--watch-token W]
+       smolcluster --watch HOST:PORT --token T [--name N] [--projector] [--screenshot FILE.png]
+       smolcluster --join HOST:PORT --token T [--name N] [--projector] [--screenshot FILE.png]
 
 Opens the control panel with a ready local cluster: N nodes that are
 threads of this process, joined to its coordinator over authenticated TCP
@@ -43,6 +46,13 @@ For a command that stays the same from one start to the next (one to
 write on the board), fix the port and token with --listen and --token, or
 in Cluster > Remote nodes, which remembers them for the next start.
 Without either: any free port and a new random token at every start.
+
+A student's window: --join runs one node of this machine in the teacher's
+cluster (as `smolctl node --join` does) and opens the window as a viewer of
+the teacher's live run, its own node framed "you: rank N"; --watch is the
+same view without a node. A viewer is read-only (no start, stop, pause,
+edit or kill); the teacher's pauses and lesson steps show, and a step that
+asks a question takes this student's prediction to the teacher.
 
 Options:
   --nodes N              local nodes, 1 to 64 (default 4)
@@ -68,6 +78,15 @@ Options:
                          local nodes' data-plane address and the host in the
                          join command (for a machine with several networks
                          or behind NAT; default: worked out per peer)
+  --watch-token W        a second token with which students' windows and
+                         `smolctl watch` may watch the run but not join as
+                         nodes (the run's token lets them do both)
+  --watch HOST:PORT      watch the teacher's cluster at HOST:PORT (with
+                         --token: its token or its watch token)
+  --join HOST:PORT       join it with one node of this machine, and watch
+                         (with --token: its token)
+  --name N               the name the teacher sees beside this window's
+                         node and predictions (default: host name and pid)
   --timeline-budget MIB  memory the live timeline may keep (default 256 MiB,
                          about the last 6 minutes of a 4-node ddp run in
                          full; older events leave the view, never a
@@ -79,6 +98,8 @@ Options:
   --screenshot FILE.png  train K steps (default 20) at once, save the window
                          to FILE.png when the run ends and exit (0 if the
                          run finished and the image is not blank); with
+                         --watch or --join: save it when the teacher's run
+                         ends or reveals a lesson step's answer; with
                          --replay, move the replay to step K (default: the
                          end) and save the window then
   --lesson NAME|FILE     open a lesson (`smolctl lesson --list`, or a .lesson
@@ -286,7 +307,8 @@ int main(int argc, char **argv)
     QStringList rawArgs;
     for (int i = 0; i < argc; ++i)
         rawArgs << QString::fromLocal8Bit(argv[i]);
-    if (const GuiOptions early = parseOptions(rawArgs); early.parsed) {
+    const GuiOptions early = parseOptions(rawArgs);
+    if (early.parsed) {
         if (const int code = handleEarly(early); code >= 0)
             return code;
     }
@@ -295,18 +317,24 @@ int main(int argc, char **argv)
     QApplication::setApplicationName(QStringLiteral("smolcluster"));
     QApplication::setApplicationVersion(QStringLiteral(SMOL_VERSION));
     QGuiApplication::setDesktopFileName(QStringLiteral("smolcluster"));
-    const GuiOptions options = parseOptions(QCoreApplication::arguments());
+    GuiOptions options = parseOptions(QCoreApplication::arguments());
+    if (options.name.isEmpty())
+        options.name = early.name; // QApplication takes --name for itself
     if (const int code = handleEarly(options); code >= 0)
         return code;
 
     // The flags, else what the Remote nodes dialog remembered, else any
     // free port and a random token.
+    if (!options.watchHost.isEmpty())
+        return smol::app::runViewerWindow(app, options); // a student's window: the teacher's cluster
+
     const smol::app::ListenSettings listen =
         smol::app::effectiveListenSettings(options.listen, smol::app::rememberedListenSettings());
     std::unique_ptr<smol::app::EngineController> engineOwner;
     try {
         engineOwner = std::make_unique<smol::app::EngineController>(
-            smol::app::ClusterOptions{options.nodes, listen.port, listen.token, listen.advertise});
+            smol::app::ClusterOptions{options.nodes, listen.port, listen.token, listen.advertise,
+                                      QStringLiteral("0.0.0.0"), options.watchToken});
     } catch (const std::exception &e) {
         std::fprintf(stderr, "smolcluster: %s\n", e.what());
         return 1;

@@ -84,6 +84,20 @@ void TimelinePanel::showHint(bool gloo)
                   "to Gloo; its packets are not visible). Click one for its details.")
              : tr("Rows: compute, collectives, packets sent (arrows to the receiver; numbered blocks "
                   "hold what is too close to tell apart). Click one for its details."));
+    if (m_aggregated)
+        m_details->setText(tr("Over the %1 budget of this window's stream: per-link totals, not single "
+                              "packets (the links show the bytes; the timeline misses packets). ")
+                               .arg(m_budget) +
+                           m_details->text());
+}
+
+void TimelinePanel::setAggregated(bool on, const QString &budget)
+{
+    if (on == m_aggregated && budget == m_budget)
+        return;
+    m_aggregated = on;
+    m_budget = budget.isEmpty() ? tr("the stream's") : budget;
+    showHint();
 }
 
 void TimelinePanel::showDetails(const QString &text, bool canSeek)

@@ -36,6 +36,9 @@ public:
     widgets::TimelineView *view() const { return m_view; }
     // What the rows are, until an item is clicked (on Gloo: its packets are not visible).
     void showHint(bool gloo = false);
+    // A student's window over its stream's budget: the packets it draws are
+    // not all of them (the links' per-second totals stand in); the hint says so.
+    void setAggregated(bool on, const QString &budget = QString());
     // A clicked item's details (one line); "Replay from here" with it in a replay.
     void showDetails(const QString &text, bool canSeek);
     void hideSeek();
@@ -59,6 +62,8 @@ private:
     QSpinBox *m_jumpStep = nullptr;
     QLabel *m_details = nullptr;
     QPushButton *m_seekHere = nullptr;
+    bool m_aggregated = false;
+    QString m_budget; // "256 KiB/s"
 };
 
 } // namespace smol::app

@@ -12,6 +12,7 @@
 #include "engine/cluster/coordinator.h"
 #include "engine/memory_tracker.h"
 #include "engine/trainer.h"
+#include "step_clock.h"
 
 #include <QCoreApplication>
 #include <QProcess>
@@ -27,40 +28,8 @@ namespace smol::engine {
 
 namespace {
 
-double median(std::vector<double> v)
-{
-    if (v.empty())
-        return 0;
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
-// Times the step reports of one run (onStep: once per completed step).
-class StepClock : public TrainObserver {
-public:
-    void onStep(const StepReport &r) override
-    {
-        std::lock_guard lock(m_mutex);
-        const auto now = std::chrono::steady_clock::now();
-        if (m_steps++ == 0)
-            m_first = now;
-        m_last = now;
-        m_firstStep = m_steps == 1 ? r.step : m_firstStep;
-        m_lastStep = r.step;
-    }
-    // Steady-state samples/s: steps after the first over the time they took.
-    double samplesPerS(std::int64_t samplesPerStep) const
-    {
-        const double s = std::chrono::duration<double>(m_last - m_first).count();
-        return s > 0 ? double((m_lastStep - m_firstStep) * samplesPerStep) / s : 0;
-    }
-
-private:
-    std::mutex m_mutex;
-    int m_steps = 0;
-    std::int64_t m_firstStep = 0, m_lastStep = 0;
-    std::chrono::steady_clock::time_point m_first, m_last;
-};
+using bench::median;
+using bench::StepClock;
 
 struct Options {
     int nodes = 2;

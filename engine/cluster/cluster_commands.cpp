@@ -51,6 +51,14 @@ Cluster runtime (a coordinator and nodes over authenticated TCP):
                       re-form from after losing a node (default 1: at most
                       the interrupted step is redone; sharded strategies pay
                       an all-gather for it; 0: re-form from the start)
+  --viewers N         stream the run to viewers (`smolctl watch`, a
+                      student's smolcluster --watch/--join) on the same
+                      port, and wait for N of them (0: none) before training
+  --watch-token W     viewers may also use this token, which may watch but
+                      never join as a node (differs from --token)
+  --viewer-budget B   bytes a second each viewer is sent at most (default
+                      256K; K and M suffixes); over it, per-link totals
+                      stand in for single packets
   A lost node (killed, crashed, silent) does not end the run: edp trains on
   without it; the lock-step strategies re-form with the survivors (and any
   node that joined meanwhile) from the last step every node completed.
@@ -58,6 +66,17 @@ Cluster runtime (a coordinator and nodes over authenticated TCP):
 )";
 
 namespace {
+
+bool waitForViewers(const Coordinator &c, int n, std::chrono::milliseconds timeout)
+{
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (c.viewerCount() < n) {
+        if (std::chrono::steady_clock::now() > deadline)
+            return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return true;
+}
 
 bool seconds(const QString &v, std::chrono::milliseconds &out)
 {
@@ -90,7 +109,8 @@ bool parseClusterOption(const QStringList &args, int &i, ClusterCliOptions &o, Q
 {
     static const QStringList names{"--listen",       "--token",          "--wait-nodes",     "--advertise",
                                    "--local-nodes",  "--wait-timeout",   "--heartbeat-timeout", "--rejoin-timeout",
-                                   "--checkpoint-every", "--checkpoint-dir", "--resume", "--recovery-every"};
+                                   "--checkpoint-every", "--checkpoint-dir", "--resume", "--recovery-every",
+                                   "--viewers", "--watch-token", "--viewer-budget"};
     const QString a = args[i];
     if (!names.contains(a))
         return false;
@@ -135,6 +155,17 @@ bool parseClusterOption(const QStringList &args, int &i, ClusterCliOptions &o, Q
     } else if (a == "--resume") {
         ok = !v.isEmpty();
         o.resumeDir = v;
+    } else if (a == "--viewers") {
+        o.viewers = v.toInt(&ok);
+        ok = ok && o.viewers >= 0 && o.viewers <= 256;
+    } else if (a == "--watch-token") {
+        ok = !v.isEmpty();
+        o.watchToken = v.toStdString();
+    } else if (a == "--viewer-budget") {
+        const QString n = v.toUpper();
+        const std::int64_t unit = n.endsWith('K') ? 1024 : n.endsWith('M') ? 1024 * 1024 : 1;
+        o.viewerBudget = (unit > 1 ? n.chopped(1) : n).toLongLong(&ok) * unit;
+        ok = ok && o.viewerBudget >= 1024 && o.viewerBudget <= (std::int64_t(1) << 34);
     }
     o.enabled = true;
     if (!ok)
@@ -179,6 +210,9 @@ TrainSummary runClusterTraining(const TrainConfig &config, ClusterCliOptions o, 
     co.port = o.listenPort;
     co.token = o.token;
     co.heartbeatTimeout = o.heartbeatTimeout;
+    co.watchToken = o.watchToken;
+    co.streamToViewers = o.viewers >= 0 || !o.watchToken.empty();
+    co.viewerBudgetBytesPerSecond = o.viewerBudget;
     Coordinator coordinator(co);
     coordinator.setLogSink(log);
     if (o.listen)
@@ -223,6 +257,10 @@ TrainSummary runClusterTraining(const TrainConfig &config, ClusterCliOptions o, 
     if (!coordinator.waitForNodes(wait, o.waitTimeout))
         throw std::runtime_error("only " + std::to_string(coordinator.nodes().size()) + " of " +
                                  std::to_string(wait) + " nodes joined within " +
+                                 std::to_string(o.waitTimeout.count() / 1000) + " s");
+    if (o.viewers > 0 && !waitForViewers(coordinator, o.viewers, o.waitTimeout))
+        throw std::runtime_error("only " + std::to_string(coordinator.viewerCount()) + " of " +
+                                 std::to_string(o.viewers) + " viewers came within " +
                                  std::to_string(o.waitTimeout.count() / 1000) + " s");
     for (const ClusterNode &n : coordinator.nodes())
         if (n.clockValid)

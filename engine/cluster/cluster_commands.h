@@ -32,6 +32,12 @@ struct ClusterCliOptions {
     std::int64_t recoveryEvery = 1;
     QString checkpointDir;
     QString resumeDir;
+    // Viewers (viewer_protocol.h): --viewers N streams the run to viewers
+    // and waits for N of them before training; --watch-token W lets an
+    // audience watch with a token that cannot join as a node.
+    int viewers = -1; // -1: not asked (no stream without --record)
+    std::string watchToken;
+    std::int64_t viewerBudget = 256 * 1024;
     BreakpointController *breakpoints = nullptr; // --break: nodes pause through the coordinator
     SessionEventSink *events = nullptr;          // --record
 };

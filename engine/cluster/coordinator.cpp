@@ -29,7 +29,12 @@ Coordinator::Coordinator(const CoordinatorOptions &options) : d(std::make_unique
     if (options.token.empty())
         throw std::invalid_argument("the cluster needs a token");
     d->options = options;
+    if (!options.watchToken.empty() && options.watchToken == options.token)
+        throw std::invalid_argument("the watch token must differ from the cluster's token (it may not join as a node)");
     d->listenFd = net::sock::listenTcp(options.bindAddress, options.port, &d->port);
+    d->viewers = std::make_unique<ViewerHub>([this](const std::string &line) { d->log(line); },
+                                             [this] { return nodes(); });
+    d->viewers->setBudget(options.viewerBudgetBytesPerSecond);
     d->acceptThread = std::thread([this] { d->acceptLoop(); });
     d->monitorThread = std::thread([this] { d->monitorLoop(); });
 }
@@ -43,6 +48,7 @@ Coordinator::~Coordinator()
         d->monitorThread.join();
     net::sock::closeFd(d->listenFd);
     d->reapHandshakes(/*all=*/true); // the accept thread has ended: nothing adds more
+    d->viewers.reset();
     for (auto &c : d->conns)
         c->channel->close();
     for (auto &c : d->conns)
@@ -79,6 +85,16 @@ bool Coordinator::waitForNodes(int n, std::chrono::milliseconds timeout)
                }) >= n;
     });
 }
+
+void Coordinator::setPredictionSink(std::function<void(const Prediction &)> sink)
+{
+    d->viewers->setPredictionSink(std::move(sink));
+}
+
+void Coordinator::publishLesson(const QJsonObject &lesson) { d->viewers->publishLesson(lesson); }
+SessionEventSink *Coordinator::viewerEvents() { return d->viewers.get(); }
+int Coordinator::viewerCount() const { return d->viewers->count(); }
+std::vector<std::pair<int, std::uint64_t>> Coordinator::viewerBytesSent() const { return d->viewers->bytesSent(); }
 
 std::vector<ClusterNode> Coordinator::nodes() const
 {

@@ -21,6 +21,7 @@
 #include "engine/trainer.h"
 #include "net/trace.h"
 
+#include <QJsonObject>
 #include <QString>
 
 #include <chrono>
@@ -41,6 +42,24 @@ struct CoordinatorOptions {
     std::string token;
     std::chrono::milliseconds heartbeatTimeout{5000};
     std::chrono::milliseconds pingInterval{1000};
+    // Viewers (viewer_protocol.h): students' windows and `smolctl watch`
+    // connect with `token` or with this one, which may watch but never join
+    // as a node ("": only the run's token). Must differ from `token`.
+    std::string watchToken;
+    // Stream runs to viewers even when the run has no event sink of its own
+    // (`smolctl train --viewers`): nodes then send their frame events.
+    bool streamToViewers = false;
+    std::int64_t viewerBudgetBytesPerSecond = 256 * 1024; // per viewer
+};
+
+// A viewer's answer to the teacher's lesson step (the last per viewer counts).
+struct Prediction {
+    int viewer = -1;
+    std::string name; // printable, bounded
+    std::string host;
+    int node = -1;    // the node its machine joined as, -1: none
+    int step = -1;    // the lesson step index
+    double value = 0; // finite
 };
 
 struct ClusterNode {
@@ -116,6 +135,18 @@ public:
     // True once n nodes are connected and alive.
     bool waitForNodes(int n, std::chrono::milliseconds timeout);
     std::vector<ClusterNode> nodes() const;
+    // Viewers: a prediction as it arrives (from a viewer's reader thread).
+    void setPredictionSink(std::function<void(const Prediction &)> sink);
+    // The teacher's lesson step, to every viewer now and to each that
+    // arrives later (an empty object: no lesson).
+    void publishLesson(const QJsonObject &lesson);
+    // Where a pause's tensors go so viewers see them (recordPause); the
+    // run's own events reach viewers without it.
+    SessionEventSink *viewerEvents();
+    int viewerCount() const;
+    // Bytes each viewer was sent so far, by viewer id (for `smolctl bench watch`).
+    std::vector<std::pair<int, std::uint64_t>> viewerBytesSent() const;
+
     // Tell a node to die at once (an in-process node ends its agent; a
     // process exits as if killed -9). The run treats it as lost.
     void kill(int nodeId);
@@ -134,6 +165,7 @@ public:
     TrainSummary run(const TrainConfig &config, const ClusterRunOptions &options, TrainObserver *observer = nullptr);
 
 private:
+    TrainSummary runStreamed(const TrainConfig &config, const ClusterRunOptions &options, TrainObserver *observer);
     struct Private; // coordinator_private.h
     class Run;      // one run's state machine: coordinator_run.cpp
     std::unique_ptr<Private> d;

@@ -5,6 +5,7 @@
 // log line (at most one per address and reason per 10 s), never an
 // exception. Does not read a joined node's messages: coordinator_readers.cpp.
 #include "coordinator_private.h"
+#include "viewer_protocol.h"
 
 #include <arpa/inet.h>
 #include <poll.h>
@@ -79,6 +80,11 @@ void Coordinator::Private::checkHello(const net::ControlMessage &hello)
     optional("host", &QJsonValue::isString, "a string");
     optional("pid", &QJsonValue::isDouble, "a number");
     optional("version", &QJsonValue::isDouble, "a number");
+    optional("role", &QJsonValue::isString, "a string");
+    optional("node", &QJsonValue::isDouble, "a number");
+    const QString role = hello.json.value(QStringLiteral("role")).toString(QStringLiteral("node"));
+    if (role != QLatin1String("node") && role != QLatin1String("viewer"))
+        throw std::runtime_error("hello's role is neither node nor viewer");
     const QJsonValue advertise = hello.json.value(QStringLiteral("advertise"));
     if (!advertise.isUndefined() &&
         (!advertise.isString() || !net::sock::isPlausibleHost(advertise.toString().toStdString())))
@@ -90,10 +96,12 @@ Coordinator::Private::Conn *Coordinator::Private::admit(int fd, const std::strin
 {
     int owned = fd;
     std::unique_ptr<net::ControlChannel> channel;
+    bool watchToken = false;
     try {
         net::sock::tuneDataSocket(owned);
         channel = std::make_unique<net::ControlChannel>(owned);
-        net::ControlChannel::acceptHandshake(fd, options.token, std::chrono::seconds(5));
+        watchToken = net::ControlChannel::acceptHandshake(fd, options.token, options.watchToken,
+                                                          std::chrono::seconds(5)) == 1;
     } catch (const std::exception &e) {
         refuse(from, e.what());
         return nullptr; // the channel's destructor closes the socket
@@ -110,6 +118,8 @@ Coordinator::Private::Conn *Coordinator::Private::admit(int fd, const std::strin
         refuse(from, e.what());
         return nullptr;
     }
+    if (admitViewer(channel, hello, watchToken, from))
+        return nullptr;
     Conn *c = nullptr;
     {
         std::lock_guard lock(mutex);
@@ -134,6 +144,33 @@ Coordinator::Private::Conn *Coordinator::Private::admit(int fd, const std::strin
     }
     log("node " + std::to_string(c->info.id) + " '" + c->info.name + "' joined from " + from);
     return c;
+}
+
+bool Coordinator::Private::admitViewer(std::unique_ptr<net::ControlChannel> &channel,
+                                       const net::ControlMessage &hello, bool watchToken, const std::string &from)
+{
+    const bool viewer = hello.json.value(QStringLiteral("role")).toString() == QLatin1String("viewer");
+    if (!viewer && !watchToken)
+        return false;
+    auto sayNo = [&](const std::string &reason) {
+        refuse(from, reason);
+        try { // the peer prints why rather than "connection closed"
+            channel->send(QJsonObject{{"type", "refused"}, {"reason", QString::fromStdString(reason)}}, {},
+                          std::chrono::seconds(2));
+        } catch (const std::exception &) {
+        }
+    };
+    if (!viewer) {
+        sayNo("the watch token may watch the run, not join it as a node");
+        return true;
+    }
+    const std::string name = printableText(hello.json.value(QStringLiteral("name")).toString(), kMaxNodeNameChars)
+                                 .toStdString();
+    const double node = hello.json.value(QStringLiteral("node")).toDouble(-1);
+    if (!viewers->add(std::move(channel), name.empty() ? "viewer" : name, from,
+                      node >= 0 && node < 1e6 ? int(node) : -1))
+        refuse(from, "the run has as many viewers as it takes (" + std::to_string(viewer::kMaxViewers) + ")");
+    return true;
 }
 
 // Welcome a node that joined, with a burst of pings for a first clock estimate.

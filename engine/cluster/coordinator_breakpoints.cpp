@@ -179,6 +179,7 @@ void Coordinator::Private::holdWaits(bool held)
     }
     for (int node : nodes)
         send(node, QJsonObject{{"type", "hold_waits"}, {"epoch", epoch}, {"held", held}});
+    viewers->setHeld(held);
 }
 
 } // namespace smol::engine

@@ -8,6 +8,7 @@
 //   coordinator_breakpoints.cpp  proxy threads that pause remote nodes
 //   coordinator_steps.cpp        steps as nodes report them (StepAggregator)
 //   coordinator_run.cpp          one run's state machine (Coordinator::Run)
+//   coordinator_viewers.cpp      a run streamed to viewers (run(); viewer_hub.h)
 //
 // Not part of the engine's interface.
 #pragma once
@@ -16,6 +17,7 @@
 #include "coordinator.h"
 #include "rendezvous_board.h"
 #include "telemetry.h"
+#include "viewer_hub.h"
 
 #include "engine/breakpoints/breakpoints.h"
 #include "engine/session/session_events.h"
@@ -110,6 +112,9 @@ struct Coordinator::Private {
     std::atomic<bool> shuttingDown{false}; // nodes told to exit: their goodbyes are not losses
     std::thread acceptThread;
     std::thread monitorThread;
+    // Students' windows and `smolctl watch` (viewer_hub.h): made before the
+    // accept thread, gone before the nodes' connections.
+    std::unique_ptr<ViewerHub> viewers;
 
     mutable std::mutex mutex; // guards conns, events, logSink, epochOffsets, traceEpoch
     std::condition_variable changed;
@@ -159,6 +164,10 @@ struct Coordinator::Private {
     void refuse(const std::string &from, const std::string &reason);
     static void checkHello(const net::ControlMessage &hello);
     Conn *admit(int fd, const std::string &from); // the node's connection when it joined
+    // A connection whose hello said "viewer" goes to the hub; a watch token's
+    // connection that asks to join as a node is refused. True when handled.
+    bool admitViewer(std::unique_ptr<net::ControlChannel> &channel, const net::ControlMessage &hello,
+                     bool watchToken, const std::string &from);
     void greet(Conn *c);
 
     // coordinator_readers.cpp: what nodes send, and when they are lost.

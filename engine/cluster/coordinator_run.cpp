@@ -731,7 +731,8 @@ private:
     Epoch m_epoch;
 };
 
-TrainSummary Coordinator::run(const TrainConfig &config, const ClusterRunOptions &options, TrainObserver *observer)
+TrainSummary Coordinator::runStreamed(const TrainConfig &config, const ClusterRunOptions &options,
+                                      TrainObserver *observer)
 {
     {
         std::lock_guard lock(d->mutex); // a stop() between runs does not stop this one

@@ -7,6 +7,7 @@
 // (frame events, spans and memory samples since the last batch).
 #include "node_agent_private.h"
 
+#include "admission.h"
 #include "config_json.h"
 #include "state_blob.h"
 
@@ -134,8 +135,11 @@ int Agent::controlLoop()
                                         {"t0", m.json.value(QStringLiteral("t0"))},
                                         {"tn", QString::number(net::monotonicNs())}});
         } else if (type == "welcome") {
+            const int node = m.json.value(QStringLiteral("node")).toInt(-1);
             log("joined the coordinator at " + m_opts.host + ":" + std::to_string(m_opts.port) + " as node " +
-                std::to_string(m.json.value(QStringLiteral("node")).toInt()));
+                std::to_string(node));
+            if (m_opts.joined && node >= 0)
+                m_opts.joined(node);
         } else if (type == "assign") {
             startEpoch(m);
         } else if (type == "peers") {
@@ -185,6 +189,9 @@ int Agent::controlLoop()
             return 1;
         } else if (type == "shutdown") {
             return 0;
+        } else if (type == "refused") { // the coordinator's reason, said once before it closes
+            SMOL_THROW(net::AuthError, "the coordinator refused this node: " +
+                                 printableText(m.json.value(QStringLiteral("reason")).toString().toStdString(), 200));
         } else {
             log("ignoring an unknown control message '" + type + "'");
         }

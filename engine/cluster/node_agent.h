@@ -35,6 +35,9 @@ struct NodeAgentOptions {
     std::chrono::milliseconds connectTimeout{10000};
     int memorySlot = 0;      // memory_tracker node id this node's allocations are charged to
     bool inProcess = false;  // a thread of the coordinator's process: "kill" ends the agent, not the process
+    // Called with the node id the coordinator gave (its welcome), from the
+    // agent's thread (a student's window highlights that node).
+    std::function<void(int nodeId)> joined;
 };
 
 // Returns 0 when the coordinator said shutdown, 1 when the coordinator went

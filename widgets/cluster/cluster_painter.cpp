@@ -206,6 +206,37 @@ void ClusterPainter::paint(QPainter &p, const QString &nextStrategy, int selecte
     for (const NodeState &n : m_state.nodes)
         paintNode(p, n);
     paintSelection(p, selected);
+    paintYou(p);
+}
+
+// A student's window (smolcluster --join): their own machine's box framed
+// in the running colour, with a tag on its top edge, so it is found at a
+// glance among thirty.
+void ClusterPainter::paintYou(QPainter &p) const
+{
+    for (const NodeState &n : m_state.nodes) {
+        if (!n.you || m_layout.nodeRect(n.id).isEmpty())
+            continue;
+        const QRectF r = m_layout.nodeRect(n.id);
+        const double w = std::max(3.0, 1.5 * m_metrics.selection);
+        const QColor colour = m_pal.state(NodeRunState::Running);
+        p.setBrush(Qt::NoBrush);
+        p.setPen(QPen(colour, w));
+        const double radius = 0.55 * m_layout.fontPx + w;
+        p.drawRoundedRect(r.adjusted(-w, -w, w, w), radius, radius);
+        const QString text = n.rank >= 0 ? tr("you: rank %1").arg(n.rank) : tr("you (not in this run)");
+        const QFont font = pixelFont(m_layout.font, std::max(9.0, m_layout.fontPx * 0.85), true);
+        const QFontMetricsF fm(font);
+        const QSizeF size(fm.horizontalAdvance(text) + 0.8 * m_layout.fontPx, fm.height() + 2);
+        QRectF tag(QPointF(r.left() + 0.6 * m_layout.fontPx, r.top() - w - size.height() / 2), size);
+        tag.moveTop(std::max(0.0, tag.top()));
+        p.setPen(Qt::NoPen);
+        p.setBrush(colour);
+        p.drawRoundedRect(tag, size.height() / 2, size.height() / 2);
+        p.setFont(font);
+        p.setPen(m_pal.stateText(NodeRunState::Running));
+        p.drawText(tag, Qt::AlignCenter, text);
+    }
 }
 
 void ClusterPainter::paintHeader(QPainter &p, const QString &nextStrategy) const

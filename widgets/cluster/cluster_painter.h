@@ -55,6 +55,7 @@ private:
     QString coordsOf(const NodeState &node) const;
     void paintLinks(QPainter &p) const;
     void paintSelection(QPainter &p, int selected) const;
+    void paintYou(QPainter &p) const; // a student's own node: framed, tagged "you: rank N"
     void paintFullNode(QPainter &p, const NodeState &node, QStringList *shown) const;
     void paintCompactNode(QPainter &p, const NodeState &node, QStringList *shown) const;
     // What the two kinds of box share: the rounded frame whose border and
