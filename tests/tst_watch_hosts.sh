@@ -84,6 +84,7 @@ echo "ok: a node with the watch token is refused: $(grep -m1 -o 'refused this no
 # 3. The class's predictions reach the teacher's lesson runner: the
 # stragglers lesson on A asks "samples per second" at its first step (index
 # 0); alice answers 5000 from B (watch token), bob 9000 from C (run token).
+# Both answer the later steps too, so no step waits out --class-wait.
 port=$((port + 1))
 ip netns exec "${tag}a" timeout 300 "$smolctl" lesson stragglers --check --listen "$port" --token t \
     --watch-token w --class-wait 60 >"$work/lesson.out" 2>"$work/lesson.err" </dev/null &
@@ -91,11 +92,11 @@ teacher=$!
 pids+=("$teacher")
 sleep 0.5
 ip netns exec "${tag}b" timeout 300 "$smolctl" watch "$addr_a:$port" --token w --name alice --runs 0 \
-    --predict 0=5000 >"$work/alice.out" 2>&1 </dev/null &
+    --predict 0=5000 --predict 1=50 --predict 2=2 >"$work/alice.out" 2>&1 </dev/null &
 alice=$!
 pids+=("$alice")
 ip netns exec "${tag}c" timeout 300 "$smolctl" watch "$addr_a:$port" --token t --name bob --runs 0 \
-    --predict 0=9000 >"$work/bob.out" 2>&1 </dev/null &
+    --predict 0=9000 --predict 1=60 --predict 2=3 >"$work/bob.out" 2>&1 </dev/null &
 bob=$!
 pids+=("$bob")
 wait "$teacher" || { cat "$work/lesson.out" "$work/lesson.err"; fail "the lesson with a class failed"; }
