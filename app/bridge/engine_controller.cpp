@@ -230,13 +230,7 @@ bool EngineController::isPaused() const { return d->breakpoints.isPaused(); }
 
 PauseView EngineController::pauseAt(qint64 step, int collectiveKind, quint64 /*seq*/) const
 {
-    // A live pause holds one collective's tensors per node; the timeline
-    // names collectives as timeline_feed does.
-    const QString name = collectiveNames().value(collectiveKind);
-    for (const PausedTensor &t : d->pause.inputs)
-        if (t.step == step && t.collective == name)
-            return d->pause;
-    return {};
+    return pauseIfAt(d->pause, step, collectiveKind);
 }
 
 int EngineController::readyNodes() const

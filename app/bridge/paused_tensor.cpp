@@ -1,5 +1,7 @@
 #include "paused_tensor.h"
 
+#include "app/feed/timeline_feed.h"
+
 #include "engine/breakpoints/breakpoints.h"
 #include "engine/cluster/admission.h"
 #include "engine/session/session_events.h"
@@ -73,6 +75,16 @@ widgets::PausedTensor pausedTensorOf(const engine::TensorRecord &r)
     s.step = r.step;
     s.before = r.before;
     return pausedTensorOf(s);
+}
+
+widgets::PauseView pauseIfAt(const widgets::PauseView &pause, qint64 step, int collectiveKind)
+{
+    // The timeline names collectives as timeline_feed does.
+    const QString name = collectiveNames().value(collectiveKind);
+    for (const widgets::PausedTensor &t : pause.inputs)
+        if (t.step == step && t.collective == name)
+            return pause;
+    return {};
 }
 
 } // namespace smol::app

@@ -19,5 +19,9 @@ widgets::PauseView pauseViewOf(const engine::PauseState &state);
 // from its JSON; which node, step, collective and side from the record (the
 // indexed columns).
 widgets::PausedTensor pausedTensorOf(const engine::TensorRecord &record);
+// `pause` when it held collective (step, kind: net::CollectiveKind's value),
+// else an empty view: RunFeed::pauseAt of a feed that keeps its newest pause
+// (the live bridge, a teacher's stream).
+widgets::PauseView pauseIfAt(const widgets::PauseView &pause, qint64 step, int collectiveKind);
 
 } // namespace smol::app

@@ -165,12 +165,7 @@ bool ViewerFeed::isPaused() const { return d->held; }
 
 PauseView ViewerFeed::pauseAt(qint64 step, int collectiveKind, quint64 /*seq*/) const
 {
-    // As the live bridge: the newest pause, if it held that collective.
-    const QString name = collectiveNames().value(collectiveKind);
-    for (const PausedTensor &t : d->pause.inputs)
-        if (t.step == step && t.collective == name)
-            return d->pause;
-    return {};
+    return pauseIfAt(d->pause, step, collectiveKind);
 }
 
 void ViewerFeed::onRun(const engine::SessionHeader &header, const QJsonObject &config)

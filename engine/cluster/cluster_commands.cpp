@@ -173,8 +173,11 @@ bool parseClusterOption(const QStringList &args, int &i, ClusterCliOptions &o, Q
     return true;
 }
 
-TrainSummary runClusterTraining(const TrainConfig &config, ClusterCliOptions o, TrainObserver *observer,
-                                QTextStream &err)
+namespace {
+
+// The options' phase of a cluster run: checked together, the token filled
+// in; how many local nodes to start and how many nodes to wait for.
+void settleClusterOptions(const TrainConfig &config, ClusterCliOptions &o, int &local, int &wait)
 {
     if (o.checkpointEvery > 0 && o.checkpointDir.isEmpty())
         throw std::invalid_argument("--checkpoint-every needs --checkpoint-dir");
@@ -187,14 +190,37 @@ TrainSummary runClusterTraining(const TrainConfig &config, ClusterCliOptions o, 
         throw std::invalid_argument("--listen needs --token T (or SMOLCLUSTER_TOKEN)");
     if (!o.listen && o.token.empty())
         o.token = freshToken(); // local threads only: a secret nobody else knows
-    const int local = o.localNodes >= 0 ? o.localNodes : (o.listen ? 0 : config.nodes);
-    const int wait = o.waitNodes > 0 ? o.waitNodes : config.nodes;
+    local = o.localNodes >= 0 ? o.localNodes : (o.listen ? 0 : config.nodes);
+    wait = o.waitNodes > 0 ? o.waitNodes : config.nodes;
     if (wait < config.nodes)
         throw std::invalid_argument("--wait-nodes " + std::to_string(wait) + " is fewer than --nodes " +
                                     std::to_string(config.nodes));
     if (!o.listen && local < wait)
         throw std::invalid_argument("without --listen only local nodes can join: --local-nodes " +
                                     std::to_string(local) + " < " + std::to_string(wait));
+}
+
+ClusterRunOptions runOptionsOf(const TrainConfig &config, const ClusterCliOptions &o)
+{
+    ClusterRunOptions ro;
+    ro.nodes = config.nodes;
+    ro.checkpointEvery = o.checkpointEvery;
+    ro.recoveryEvery = o.recoveryEvery;
+    ro.rejoinTimeout = o.rejoinTimeout;
+    ro.breakpoints = o.breakpoints;
+    ro.events = o.events;
+    ro.checkpointDir = o.checkpointDir;
+    ro.resumeDir = o.resumeDir;
+    return ro;
+}
+
+} // namespace
+
+TrainSummary runClusterTraining(const TrainConfig &config, ClusterCliOptions o, TrainObserver *observer,
+                                QTextStream &err)
+{
+    int local = 0, wait = 0;
+    settleClusterOptions(config, o, local, wait);
 
     std::mutex printMutex;
     auto log = [&](const std::string &line) {
@@ -267,16 +293,7 @@ TrainSummary runClusterTraining(const TrainConfig &config, ClusterCliOptions o, 
             log("node " + std::to_string(n.id) + " '" + n.name + "' clock offset " +
                 QString::number(double(n.clockOffsetNs) / 1e6, 'f', 3).toStdString() + " ms +- " +
                 QString::number(double(n.clockErrorNs) / 1e6, 'f', 3).toStdString() + " ms");
-    ClusterRunOptions ro;
-    ro.nodes = config.nodes;
-    ro.checkpointEvery = o.checkpointEvery;
-    ro.recoveryEvery = o.recoveryEvery;
-    ro.rejoinTimeout = o.rejoinTimeout;
-    ro.breakpoints = o.breakpoints;
-    ro.events = o.events;
-    ro.checkpointDir = o.checkpointDir;
-    ro.resumeDir = o.resumeDir;
-    return coordinator.run(config, ro, observer);
+    return coordinator.run(config, runOptionsOf(config, o), observer);
 }
 
 namespace {
