@@ -315,6 +315,8 @@ private:
         m_strategy = makeStrategy(m_config.strategy, m_config.mesh);
         m_ctx = nodeContextOf(m_config, m_run.rank);
         m_ctx.comm = m_run.comm;
+        if (m_run.comm)
+            m_run.comm->setAllReduceAlgorithm(allReduceAlgorithmOf(m_config));
         m_ctx.data = m_run.data;
         m_ctx.model = m_model.get();
         m_ctx.onSpan = m_run.onSpan;

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <functional>
+#include <string_view>
 
 namespace smol::engine {
 
@@ -58,6 +59,8 @@ private:
         s.node = m_node;
         s.kind = kind;
         s.name = info.axis.empty() ? info.name : info.axis + " \u00b7 " + info.name; // the timeline's label
+        if (info.algorithm && std::string_view(info.algorithm) == "doubling")
+            s.name += " (doubling)"; // the ring, the default, goes unsaid
         s.startNs = start;
         s.endNs = end;
         s.step = m_step ? m_step->load() : -1;

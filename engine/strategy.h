@@ -4,6 +4,7 @@
 // node's compute thread; the trainer calls setup() once, then step() per step.
 #pragma once
 
+#include "engine/compression_config.h"
 #include "engine/data/data_source.h"
 #include "flat_optimizer.h"
 #include "engine/models/model.h"
@@ -68,6 +69,7 @@ struct NodeContext {
     OptimizerConfig optimizer;
     std::int64_t globalBatch = 64;
     std::int64_t bucketBytes = 256 * 1024; // ddp gradient buckets
+    CompressionConfig compression;         // ddp and a mesh's dp axis (grad_compressor.h)
     std::int64_t steps = 0;                // the run's --steps
     std::int64_t maxStaleness = 4;         // edp: bound on a push's staleness
     // pipeline: layer placement ("" or "auto": balanced by parameter count;

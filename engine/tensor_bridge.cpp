@@ -19,6 +19,8 @@ net::TensorView viewOf(const torch::Tensor &t)
     case torch::kInt64: v.dtype = net::DType::Int64; break;
     case torch::kInt32: v.dtype = net::DType::Int32; break;
     case torch::kUInt8: v.dtype = net::DType::UInt8; break;
+    case torch::kHalf: v.dtype = net::DType::Float16; break;
+    case torch::kBFloat16: v.dtype = net::DType::BFloat16; break;
     default: throw std::logic_error(std::string("no wire dtype for ") + c10::toString(t.scalar_type()));
     }
     v.shape.ndim = std::uint8_t(std::min<int64_t>(t.dim(), net::kMaxDims));

@@ -32,6 +32,7 @@
 #include "train_command.h"
 
 #include "engine/breakpoints/break_console.h"
+#include "engine/grad_compressor.h"
 #include "cluster/cluster_commands.h"
 #include "cluster/config_json.h"
 #include "engine/data/data_source.h"
@@ -86,6 +87,16 @@ Options:
   --optimizer O       sgd|adam (default sgd)
   --lr X              learning rate (default 0.1 for sgd, 0.001 for adam)
   --bucket-bytes N    ddp gradient bucket size (default 262144)
+  --compress C        ddp (alone or as a mesh's dp axis): none|fp16|bf16|
+                      powersgd:R: average the gradients in 16 bits (half the
+                      bytes) or as PowerSGD's rank-R factors P and Q with
+                      error feedback (docs/strategies.md, "Compression")
+                      (default none)
+  --compress-start K  powersgd: plain all-reduces for the first K steps
+                      (default 10, as PyTorch's hook)
+  --allreduce A       ring|doubling|auto: our all-reduce; auto takes
+                      recursive doubling for buffers up to 64 KiB, the ring
+                      above (default: ring, or auto with --compress)
   --staleness K       edp: no gradient is applied more than K updates after
                       the weights it was computed on; workers further behind
                       wait for fresh weights (default 4)
@@ -107,7 +118,8 @@ Options:
                       Raspberry Pi next to desktops); repeatable
   --link A-B:MBIT:MS  emulate a slow link between nodes A and B, both
                       directions: MBIT Mbit/s (0 = unlimited) and MS ms
-                      one-way latency (e.g. 0-3:20:5 for Wi-Fi); repeatable
+                      one-way latency (e.g. 0-3:20:5 for Wi-Fi); repeatable;
+                      --link all:MBIT:MS sets every pair at once
   --corpus FILE       gpt: text to train on (default: the GPL-3 text that
                       Debian's base-files installs)
   --n-layer N --n-head N --n-embd N --block-size N   gpt sizes (2, 4, 64, 64)
@@ -222,6 +234,8 @@ const IntegerOption kIntegerOptions[] = {
      [](TrainRequest &r, std::int64_t n) { r.config.seed = std::uint64_t(n); }},
     {"--bucket-bytes", 4, std::int64_t(1) << 30,
      [](TrainRequest &r, std::int64_t n) { r.config.bucketBytes = n; }},
+    {"--compress-start", 0, 100000000,
+     [](TrainRequest &r, std::int64_t n) { r.config.compression.startStep = n; }},
     {"--test-every", 0, 100000000, [](TrainRequest &r, std::int64_t n) { r.config.testEvery = n; }},
     {"--staleness", 0, 1000000, [](TrainRequest &r, std::int64_t n) { r.config.maxStaleness = n; }},
     {"--n-layer", 1, 64, [](TrainRequest &r, std::int64_t n) { r.config.model.nLayer = n; }},
@@ -246,20 +260,41 @@ QString parseSlowdown(const QString &v, TrainConfig &c)
     return {};
 }
 
+// --link all:MBIT:MS until expandAllLinks() knows the nodes.
+constexpr int kAllLinks = -1;
+
+// Every pair of `nodes` for each `all` link, in place (a pair's own --link,
+// given after, replaces it: the later entry wins).
+void expandAllLinks(TrainConfig &c)
+{
+    std::vector<TrainConfig::Link> out;
+    for (const TrainConfig::Link &l : c.links) {
+        if (l.a != kAllLinks) {
+            out.push_back(l);
+            continue;
+        }
+        for (int a = 0; a < c.nodes; ++a)
+            for (int b = a + 1; b < c.nodes; ++b)
+                out.push_back(TrainConfig::Link{a, b, l.limit});
+    }
+    c.links = std::move(out);
+}
+
 // --link A-B:MBIT:MS. Returns the error, empty when `v` is good.
 QString parseLink(const QString &v, TrainConfig &c)
 {
-    static const QRegularExpression spec(R"(^(\d+)-(\d+):(\d+(?:\.\d*)?):(\d+(?:\.\d*)?)$)");
+    static const QRegularExpression spec(R"(^(?:(\d+)-(\d+)|all):(\d+(?:\.\d*)?):(\d+(?:\.\d*)?)$)");
     const QRegularExpressionMatch m = spec.match(v);
     TrainConfig::Link link;
     if (m.hasMatch()) {
-        link.a = m.captured(1).toInt();
-        link.b = m.captured(2).toInt();
+        const bool all = m.captured(1).isEmpty(); // every pair: expanded once --nodes is known
+        link.a = all ? kAllLinks : m.captured(1).toInt();
+        link.b = all ? kAllLinks : m.captured(2).toInt();
         link.limit.bitsPerSecond = m.captured(3).toDouble() * 1e6;
         link.limit.latency = std::chrono::nanoseconds(std::int64_t(m.captured(4).toDouble() * 1e6));
     }
-    if (!m.hasMatch() || link.a == link.b || link.limit.latency > std::chrono::seconds(10))
-        return "bad value '" + v + "' for --link (expected A-B:MBITS:MS with A != B, e.g. 0-3:20:5)";
+    if (!m.hasMatch() || (link.a == link.b && link.a != kAllLinks) || link.limit.latency > std::chrono::seconds(10))
+        return "bad value '" + v + "' for --link (expected A-B:MBITS:MS with A != B, e.g. 0-3:20:5, or all:MBITS:MS)";
     c.links.push_back(link);
     return {};
 }
@@ -310,6 +345,7 @@ public:
         }
         if (!r.lrGiven && r.config.optimizer.kind == OptimizerConfig::Kind::Adam)
             r.config.optimizer.lr = 1e-3;
+        expandAllLinks(r.config);
         return {};
     }
 
@@ -438,6 +474,18 @@ private:
             return parseSlowdown(v, c);
         } else if (a == "--link") {
             return parseLink(v, c);
+        } else if (a == "--compress") {
+            try {
+                const std::int64_t start = c.compression.startStep; // --compress-start may come first
+                c.compression = parseCompression(v.toStdString());
+                c.compression.startStep = start;
+            } catch (const std::invalid_argument &e) {
+                return e.what();
+            }
+        } else if (a == "--allreduce") {
+            net::AllReduceAlgorithm algorithm;
+            ok = net::parseAllReduceAlgorithm(v.toStdString(), &algorithm);
+            c.allReduce = v.toStdString();
         } else if (a == "--break") {
             try {
                 r.breaks.push_back(parseBreakpoint(v.toStdString()));
@@ -529,6 +577,8 @@ private:
         }
         for (const auto &[key, value] : s.extra)
             o.insert(QString::fromStdString(key), value);
+        o.insert("compress", QString::fromStdString(m_request.config.compression.text()));
+        o.insert("allreduce", net::allReduceAlgorithmName(allReduceAlgorithmOf(m_request.config)));
         if (!s.lostRanks.empty()) {
             QJsonArray lost;
             for (int r : s.lostRanks)
@@ -579,6 +629,7 @@ private:
                             : "")
                     << "\n";
         }
+        printCompression();
         const auto bubble = s.extra.find("bubble_fraction");
         const auto formula = s.extra.find("bubble_fraction_formula");
         if (bubble != s.extra.end() && formula != s.extra.end())
@@ -586,6 +637,22 @@ private:
                 << " micro-batches): stages idle " << QString::number(100 * bubble->second, 'f', 1)
                 << "% of a step (measured), (p-1)/(m+p-1) = "
                 << QString::number(100 * formula->second, 'f', 1) << "%\n";
+    }
+
+    // What compression sent: bytes per node per step on the wire from its
+    // first compressed step on.
+    void printCompression()
+    {
+        const TrainConfig &c = m_request.config;
+        const auto perStep = m_summary.extra.find("bytes_per_node_per_step");
+        if (!c.compression.isOn() || perStep == m_summary.extra.end())
+            return;
+        const bool gloo = c.backend == TrainConfig::Backend::Gloo;
+        m_out << "compression " << c.compression.text().c_str() << " (all-reduce "
+              << (gloo ? "Gloo's" : net::allReduceAlgorithmName(allReduceAlgorithmOf(c))) << "): "
+              << QString::number(perStep->second, 'f', 0) << (gloo ? " B handed to Gloo" : " B sent")
+              << " per node per step from step "
+              << c.compression.firstCompressedStep() + 1 << " on\n";
     }
 
     QTextStream &m_out;

@@ -55,6 +55,8 @@ public:
             if (m_stepping[std::size_t(e.src)])
                 m_inSteps[std::size_t(e.src) * kGroups + net::groupOfSeq(e.seq) % kGroups] += e.bytes;
         }
+        if (e.side == net::FrameEvent::Side::Send && m_steadyNow[std::size_t(e.src)])
+            m_steadyBytes[std::size_t(e.src)] += e.bytes;
         if (m_next)
             m_next->onFrame(e);
         if (m_events)
@@ -62,8 +64,28 @@ public:
     }
     std::uint64_t sent(int node) const { return m_sent[std::size_t(node)]; }
     // Between step(k)'s start and end on `node`, its sends count as in steps,
-    // by the process group in their seq (net/group_transport.h).
-    void setStepping(int node, bool stepping) { m_stepping[std::size_t(node)] = stepping; }
+    // by the process group in their seq (net/group_transport.h); from the
+    // node's `steadyFrom`-th step on, also as the steady state's.
+    void setStepping(int node, bool stepping)
+    {
+        const std::size_t n = std::size_t(node);
+        m_stepping[n] = stepping;
+        if (stepping && m_stepsBegun[n]++ >= m_steadyFrom) {
+            ++m_steadySteps[n];
+            m_steadyNow[n] = true;
+        } else if (!stepping) {
+            m_steadyNow[n] = false;
+        }
+    }
+    // The steady state begins at this step (a compressor's first compressed one).
+    void setSteadyFrom(std::int64_t step) { m_steadyFrom = step; }
+    // Payload bytes `node` sent per step from the steady state's first step
+    // on; -1 when it ran none of them.
+    double steadyBytesPerStep(int node) const
+    {
+        const std::size_t n = std::size_t(node);
+        return m_steadySteps[n] ? double(m_steadyBytes[n]) / double(m_steadySteps[n]) : -1;
+    }
     std::uint64_t sentInSteps(int node, std::uint32_t group) const
     {
         return m_inSteps[std::size_t(node) * kGroups + group % kGroups];
@@ -74,6 +96,12 @@ private:
     std::unique_ptr<std::atomic<std::uint64_t>[]> m_sent;
     std::unique_ptr<std::atomic<bool>[]> m_stepping;
     std::unique_ptr<std::atomic<std::uint64_t>[]> m_inSteps; // [node][group]
+    // Written by each node's own thread, read once the run is over.
+    std::int64_t m_steadyFrom = 0;
+    std::vector<std::int64_t> m_stepsBegun = std::vector<std::int64_t>(kMaxNodes, 0);
+    std::vector<std::int64_t> m_steadySteps = std::vector<std::int64_t>(kMaxNodes, 0);
+    std::unique_ptr<std::atomic<bool>[]> m_steadyNow = std::make_unique<std::atomic<bool>[]>(kMaxNodes);
+    std::unique_ptr<std::atomic<std::uint64_t>[]> m_steadyBytes = std::make_unique<std::atomic<std::uint64_t>[]>(kMaxNodes);
     net::TraceSink *m_next;
     net::TraceSink *m_events;
 };
@@ -196,6 +224,7 @@ NodeContext nodeContextOf(const TrainConfig &config, int rank)
     ctx.optimizer = config.optimizer;
     ctx.globalBatch = config.globalBatch;
     ctx.bucketBytes = config.bucketBytes;
+    ctx.compression = config.compression;
     ctx.steps = config.steps;
     ctx.maxStaleness = config.maxStaleness;
     ctx.behaviour = std::size_t(rank) < config.behaviour.size() ? config.behaviour[std::size_t(rank)] : NodeBehaviour{};
@@ -235,7 +264,32 @@ void validateConfig(const TrainConfig &c)
     for (const auto &b : c.behaviour)
         if (!(b.slowdown >= 1) || !std::isfinite(b.slowdown))
             throw std::invalid_argument("--slowdown factors must be at least 1");
+    checkCompression(c);
     checkBackend(c);
+}
+
+void checkCompression(const TrainConfig &c)
+{
+    net::AllReduceAlgorithm algorithm;
+    if (!c.allReduce.empty() && !net::parseAllReduceAlgorithm(c.allReduce, &algorithm))
+        throw std::invalid_argument("--allreduce takes ring, doubling or auto, not '" + c.allReduce + "'");
+    if (c.compression.startStep < 0)
+        throw std::invalid_argument("--compress-start must be at least 0");
+    if (!c.compression.isOn())
+        return;
+    // The gradients' all-reduce is ddp's (alone, or on a mesh's dp axis);
+    // the other strategies reduce-scatter or push theirs.
+    if (c.strategy != "ddp")
+        throw std::invalid_argument("--compress " + c.compression.text() + " compresses ddp's all-reduce (alone or as " +
+                                    "a mesh's dp axis), not " + c.strategy + "'s gradients");
+}
+
+net::AllReduceAlgorithm allReduceAlgorithmOf(const TrainConfig &c)
+{
+    net::AllReduceAlgorithm algorithm = net::AllReduceAlgorithm::Ring;
+    if (!net::parseAllReduceAlgorithm(c.allReduce, &algorithm) && c.compression.isOn())
+        algorithm = net::AllReduceAlgorithm::Auto;
+    return algorithm;
 }
 
 void checkBackend(const TrainConfig &c)
@@ -249,6 +303,11 @@ void checkBackend(const TrainConfig &c)
         throw std::invalid_argument("--backend gloo does not run " + c.strategy);
     if (!c.links.empty())
         throw std::invalid_argument("--link shapes our transport's links; --backend gloo does not use them");
+    // This LibTorch's ProcessGroupGloo all-reduces float16 but not bfloat16
+    // ("Invalid scalar type" from inside the collective).
+    if (c.compression.kind == CompressionConfig::Kind::Bf16)
+        throw std::invalid_argument("--compress bf16: this LibTorch's Gloo has no bfloat16 all-reduce; "
+                                    "use --compress fp16 with --backend gloo");
 
 }
 
@@ -356,6 +415,7 @@ private:
             }
         }
         m_bytes = std::make_unique<ByteCounter>(config.nodes, config.traceSink, config.events);
+        m_bytes->setSteadyFrom(config.compression.firstCompressedStep());
         if (config.events) {
             m_metrics = std::make_unique<MetricEmitter>(config.events, m_observer);
             m_observer = m_metrics.get();
@@ -529,10 +589,16 @@ private:
         s.memoryPerNode = m_board->lastMemory();
         if (!config.mesh.empty())
             s.bytesInStepsByAxis = bytesByAxis(net::DeviceMesh::parse(config.mesh));
+        double steady = 0;
         for (int r = 0; r < config.nodes; ++r) {
             s.bytesSentPerNode.push_back(m_bytes->sent(r));
             s.peakBytesPerNode.push_back(memory::usage(r).peak);
+            steady += std::max(0.0, m_bytes->steadyBytesPerStep(r)) / config.nodes;
         }
+        // Bytes per node per step, measured on the wire, from the first
+        // compressed step on (every step without compression).
+        s.extra["bytes_per_node_per_step"] = steady;
+        s.extra["bytes_per_step_from"] = double(config.compression.firstCompressedStep());
         // Test accuracy on a fresh replica loaded with the final parameters.
         s.testAccuracy = testAccuracyOf(config, *m_data, m_finalParams);
         if (config.events && s.testAccuracy >= 0)

@@ -9,6 +9,7 @@
 
 #include "flat_optimizer.h"
 #include "engine/models/model.h"
+#include "net/communicator.h"
 #include "net/dtype.h"
 #include "net/trace.h"
 #include "net/transport.h"
@@ -47,6 +48,13 @@ struct TrainConfig {
     Backend backend = Backend::Ours;
     OptimizerConfig optimizer;
     std::int64_t bucketBytes = 256 * 1024;
+    // ddp's (and a mesh's dp axis's) gradient compression (--compress,
+    // --compress-start; engine/grad_compressor.h).
+    CompressionConfig compression;
+    // Our all-reduce: "ring", "doubling" or "auto" (net/communicator.h);
+    // "" = the ring, or auto when compressing (its messages are small by
+    // design; plain runs keep the ring's closed form 2(N-1)/N x S).
+    std::string allReduce;
     bool countBytes = true; // attach a trace sink that counts bytes per node
     // Also deliver every frame event here (not owned; called from I/O
     // threads). nullptr: no sink beyond the byte counter.
@@ -183,6 +191,10 @@ void validateConfig(const TrainConfig &config);
 // The part of validateConfig() about the backend (what Gloo runs), for a
 // cluster run to refuse before it waits for any node.
 void checkBackend(const TrainConfig &config);
+// The part about --compress and --allreduce.
+void checkCompression(const TrainConfig &config);
+// The all-reduce our communicators run for `config` (TrainConfig::allReduce).
+net::AllReduceAlgorithm allReduceAlgorithmOf(const TrainConfig &config);
 // What rank `rank` of `config.nodes` is told about the run (the strategy's
 // NodeContext without its communicator, data or sinks).
 NodeContext nodeContextOf(const TrainConfig &config, int rank);

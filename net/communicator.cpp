@@ -37,6 +37,34 @@ void Communicator::setSegmentBytes(std::size_t bytes)
     m_segmentBytes = std::max<std::size_t>(bytes, 64);
 }
 
+const char *allReduceAlgorithmName(AllReduceAlgorithm algorithm)
+{
+    switch (algorithm) {
+    case AllReduceAlgorithm::Ring: return "ring";
+    case AllReduceAlgorithm::Doubling: return "doubling";
+    case AllReduceAlgorithm::Auto: return "auto";
+    }
+    return "?";
+}
+
+bool parseAllReduceAlgorithm(const std::string &text, AllReduceAlgorithm *out)
+{
+    for (AllReduceAlgorithm a : {AllReduceAlgorithm::Ring, AllReduceAlgorithm::Doubling, AllReduceAlgorithm::Auto}) {
+        if (text == allReduceAlgorithmName(a)) {
+            *out = a;
+            return true;
+        }
+    }
+    return false;
+}
+
+AllReduceAlgorithm Communicator::algorithmFor(std::size_t bytes) const
+{
+    if (m_algorithm != AllReduceAlgorithm::Auto)
+        return m_algorithm;
+    return bytes <= kDoublingMaxBytes ? AllReduceAlgorithm::Doubling : AllReduceAlgorithm::Ring;
+}
+
 ChunkRange Communicator::chunk(std::size_t count, int world, int index)
 {
     const std::size_t n = std::size_t(world);
@@ -81,6 +109,7 @@ void checkRoot(const Communicator &comm, int root, const char *what)
     do {                                                                                                    \
         const std::uint64_t seq_ = SEQ;                                                                     \
         CollectiveInfo info{KIND, seq_, NAME, rank(), worldSize(), PEER, BUF, RECEIVING, m_group, m_axis, m_members}; \
+        info.related = takeRelated();                                                                       \
         runHook(true, info);                                                                                \
         const detail::Call call{*m_transport, rank(), worldSize(), KIND, seq_, m_segmentBytes};             \
         BODY;                                                                                               \
@@ -166,8 +195,20 @@ void Communicator::allGather(TensorView buffer, const std::string &name)
 
 void Communicator::allReduce(TensorView buffer, ReduceOp op, const std::string &name)
 {
-    SMOL_COLLECTIVE(CollectiveKind::AllReduce, nextSeq(), -1, buffer, name,
-                    detail::ringAllReduce(call, buffer, op));
+    // The macro's shape, with the algorithm named before the hook sees the call.
+    const std::uint64_t seq = nextSeq();
+    const bool doubling = algorithmFor(buffer.bytes()) == AllReduceAlgorithm::Doubling;
+    CollectiveInfo info{CollectiveKind::AllReduce, seq, name, rank(), worldSize(), -1, buffer, false,
+                        m_group, m_axis, m_members};
+    info.algorithm = doubling ? "doubling" : "ring";
+    info.related = takeRelated();
+    runHook(true, info);
+    const detail::Call call{*m_transport, rank(), worldSize(), CollectiveKind::AllReduce, seq, m_segmentBytes};
+    if (doubling)
+        detail::doublingAllReduce(call, buffer, op);
+    else
+        detail::ringAllReduce(call, buffer, op);
+    runHook(false, info);
 }
 
 void Communicator::gather(TensorView input, TensorView output, int root, const std::string &name)

@@ -31,6 +31,28 @@ inline std::uint32_t groupOfSeq(std::uint64_t seq) { return std::uint32_t(seq >>
 inline std::uint64_t seqInGroup(std::uint64_t seq) { return seq & ((std::uint64_t(1) << kGroupSeqShift) - 1); }
 
 
+// How an all-reduce runs (net/collectives/): the ring (2(N-1) steps,
+// 2(N-1)/N x S per node: bandwidth-optimal) or recursive doubling (log2 N
+// steps, log2 N x S per node, one fold step more each way when N is not a
+// power of two: latency-optimal). Auto takes doubling for buffers of at most
+// kDoublingMaxBytes and the ring above (docs/protocol.md, "All-reduce").
+enum class AllReduceAlgorithm { Ring, Doubling, Auto };
+// At 1 ms a step and 100 Mbit/s, four ranks: the ring costs 6 ms + 1.5 S,
+// doubling 2 ms + 2 S at 12.5 MB/s; they cross near 100 KB. On loopback
+// (about 40 us a step, GB/s) they cross a little higher. 64 KiB keeps every
+// auto choice on the winning side of both.
+constexpr std::size_t kDoublingMaxBytes = 64 * 1024;
+const char *allReduceAlgorithmName(AllReduceAlgorithm algorithm);
+// "ring", "doubling", "auto"; false for anything else.
+bool parseAllReduceAlgorithm(const std::string &text, AllReduceAlgorithm *out);
+
+// A tensor a collective's hook may show beside its buffer, read-only
+// (PowerSGD's all-reduce of P shows Q and the error buffer).
+struct RelatedTensor {
+    std::string name;
+    TensorView view;
+};
+
 struct CollectiveInfo {
     CollectiveKind kind = CollectiveKind::None;
     std::uint64_t seq = 0;   // collective sequence number (p2p: per-pair count)
@@ -47,6 +69,10 @@ struct CollectiveInfo {
     std::uint32_t group = 0;
     std::string axis;
     const std::vector<int> *members = nullptr; // the group's world ranks, in group order; null: the world
+    // All-reduce: the algorithm that runs it ("ring", "doubling"); else null.
+    const char *algorithm = nullptr;
+    // Read-only tensors shown beside the buffer (Communicator::attachToNext).
+    std::vector<RelatedTensor> related;
 
     // The group's first world rank (0 for the world): with seq, what names
     // one collective of one group (groups of one axis share their seqs).
@@ -117,6 +143,15 @@ public:
     // Ring collectives split each chunk into frames of at most this size so
     // reduction of one segment overlaps the transfer of the next.
     void setSegmentBytes(std::size_t bytes);
+    // Ours: which all-reduce runs (default: the ring). Another backend picks
+    // its own and ignores this.
+    void setAllReduceAlgorithm(AllReduceAlgorithm algorithm) { m_algorithm = algorithm; }
+    AllReduceAlgorithm allReduceAlgorithm() const { return m_algorithm; }
+    // The algorithm an all-reduce of `bytes` runs under the current setting.
+    AllReduceAlgorithm algorithmFor(std::size_t bytes) const;
+    // The next collective this thread calls carries these in its
+    // CollectiveInfo::related (they must outlive it); later ones carry none.
+    void attachToNext(std::vector<RelatedTensor> related) { m_related = std::move(related); }
     std::size_t segmentBytes() const { return m_segmentBytes; }
 
     // The ring's chunk i of a buffer of `count` elements over `world` ranks:
@@ -160,6 +195,8 @@ protected:
     }
     const std::vector<int> *groupMembers() const { return m_members; }
     void runHook(bool before, const CollectiveInfo &info);
+    // What attachToNext left for this collective (empty afterwards).
+    std::vector<RelatedTensor> takeRelated() { return std::move(m_related); }
 
 private:
     Transport *m_transport = nullptr;
@@ -170,6 +207,8 @@ private:
     const std::vector<int> *m_members = nullptr; // a GroupTransport's
     std::string m_axis;
     std::size_t m_segmentBytes = std::size_t(1) << 20;
+    AllReduceAlgorithm m_algorithm = AllReduceAlgorithm::Ring;
+    std::vector<RelatedTensor> m_related;
     std::uint64_t m_seq = 0;
     std::vector<std::uint64_t> m_sendSeq; // per destination peer
     std::vector<std::uint64_t> m_recvSeq; // per source peer

@@ -1,11 +1,13 @@
 #include "dtype.h"
+#include "half_convert.h"
 #include "tensor_view.h"
+
 
 namespace smol::net {
 
 bool isValidDType(std::uint8_t raw)
 {
-    return raw >= std::uint8_t(DType::Float32) && raw <= std::uint8_t(DType::UInt8);
+    return raw >= std::uint8_t(DType::Float32) && raw <= std::uint8_t(DType::BFloat16);
 }
 
 std::size_t dtypeSize(DType dtype)
@@ -16,6 +18,8 @@ std::size_t dtypeSize(DType dtype)
     case DType::Int64: return 8;
     case DType::Int32: return 4;
     case DType::UInt8: return 1;
+    case DType::Float16: return 2;
+    case DType::BFloat16: return 2;
     }
     return 1;
 }
@@ -28,9 +32,16 @@ const char *dtypeName(DType dtype)
     case DType::Int64: return "int64";
     case DType::Int32: return "int32";
     case DType::UInt8: return "uint8";
+    case DType::Float16: return "float16";
+    case DType::BFloat16: return "bfloat16";
     }
     return "?";
 }
+
+std::uint16_t floatToHalf(float f) { return half::fromFloat(f); }
+float halfToFloat(std::uint16_t h) { return half::toFloat(h); }
+std::uint16_t floatToBFloat16(float f) { return bfloat16::fromFloat(f); }
+float bfloat16ToFloat(std::uint16_t b) { return bfloat16::toFloat(b); }
 
 bool isValidCollectiveKind(std::uint8_t raw)
 {

@@ -14,11 +14,21 @@ enum class DType : std::uint8_t {
     Int64 = 3,
     Int32 = 4,
     UInt8 = 5,
+    // Half precision for compressed gradients (engine/compression.h): IEEE
+    // binary16 and bfloat16 (float32's top 16 bits), little-endian. Reduced
+    // in float32 and rounded to nearest even after every addition.
+    Float16 = 6,
+    BFloat16 = 7,
 };
 
 bool isValidDType(std::uint8_t raw);
 std::size_t dtypeSize(DType dtype);
 const char *dtypeName(DType dtype);
+// Round to nearest even, as the hardware conversions do; NaN stays NaN.
+std::uint16_t floatToHalf(float f);
+float halfToFloat(std::uint16_t h);
+std::uint16_t floatToBFloat16(float f);
+float bfloat16ToFloat(std::uint16_t b);
 
 enum class CollectiveKind : std::uint8_t {
     None = 0,  // control or raw frames outside any collective

@@ -105,6 +105,7 @@ std::unique_ptr<Communicator> Communicator::makeGroup(std::vector<int> members, 
         std::make_unique<GroupTransport>(transport(), std::move(members), id));
     group->setHook(hook());
     group->setSegmentBytes(segmentBytes());
+    group->setAllReduceAlgorithm(allReduceAlgorithm());
     group->setAxis(std::move(axis));
     return group;
 }

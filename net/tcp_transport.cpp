@@ -64,6 +64,37 @@ struct TcpTransport::SendOp {
     std::size_t departed = 0;
     bool finished = false;
     std::unique_ptr<char[]> owned;
+
+    // One non-blocking sendmsg of the unsent rest (at most `room` bytes), counted in `sent`.
+    ssize_t writeOnce(int fd, std::size_t room)
+    {
+        iovec iov[2];
+        int n = 0;
+        const std::size_t off = sent < kHeaderBytes ? 0 : sent - kHeaderBytes;
+        if (sent < kHeaderBytes)
+            iov[n++] = {header + sent, kHeaderBytes - sent};
+        if (bytes > off)
+            iov[n++] = {const_cast<char *>(data) + off, bytes - off};
+        for (int i = 0; i < n; ++i) {
+            iov[i].iov_len = std::min(iov[i].iov_len, room);
+            room -= iov[i].iov_len;
+        }
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = std::size_t(n);
+        const ssize_t w = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0)
+            sent += std::size_t(w);
+        return w;
+    }
+    // Inline send: true when the whole frame went; false (EAGAIN) leaves the rest.
+    bool writeNow(int fd)
+    {
+        while (sent < kHeaderBytes + bytes)
+            if (writeOnce(fd, std::numeric_limits<std::size_t>::max()) < 0 && errno != EINTR)
+                return false;
+        return true;
+    }
 };
 
 struct TcpTransport::Link {
@@ -101,6 +132,9 @@ TcpTransport::TcpTransport(int rank, int worldSize, const std::string &token, Tr
     , m_outbox(std::size_t(worldSize))
     , m_connected(std::size_t(worldSize), false)
     , m_linkError(std::size_t(worldSize))
+    , m_sockFd(std::size_t(worldSize), -1)
+    , m_ioQueued(std::size_t(worldSize), 0)
+    , m_inlineWriter(std::size_t(worldSize), 0)
     , m_links(std::size_t(worldSize))
 {
     if (rank < 0 || rank >= worldSize)
@@ -199,30 +233,59 @@ SendTicket TcpTransport::send(int peer, const FrameMeta &meta, const void *data,
     op.bytes = bytes;
     op.state = SendTicket::State::make(peer, bytes, m_options.timeout);
     op.state->cancel = [this, peer] { dropPeer(peer, "send timed out"); };
+    const LinkLimit limit = linkLimit(peer);
     {
         // A slow emulated link must not turn into a timeout by itself.
         LinkShaper pace;
-        pace.setLimit(linkLimit(peer));
+        pace.setLimit(limit);
         op.state->timeout += std::chrono::duration_cast<std::chrono::milliseconds>(
             pace.transferTime(kHeaderBytes + bytes) + pace.limit().latency);
     }
     op.event = FrameEvent{FrameEvent::Side::Send, m_rank, peer, bytes, meta.kind, meta.seq, meta.tag,
                           h.sendStartNs, 0, 0};
     SendTicket ticket(op.state);
-    {
-        std::lock_guard lock(m_mutex);
-        if (m_aborted || m_stop) {
-            op.state->finish("rank " + std::to_string(m_rank) + " was aborted");
-            return ticket;
-        }
-        if (!m_connected[std::size_t(peer)] && !m_linkError[std::size_t(peer)].empty()) {
-            op.state->finish(m_linkError[std::size_t(peer)]);
-            return ticket;
-        }
-        m_outbox[std::size_t(peer)].push_back(std::move(op));
+    std::unique_lock lock(m_mutex);
+    if (m_aborted || m_stop) {
+        op.state->finish("rank " + std::to_string(m_rank) + " was aborted");
+        return ticket;
     }
-    wake();
+    if (!m_connected[std::size_t(peer)] && !m_linkError[std::size_t(peer)].empty()) {
+        op.state->finish(m_linkError[std::size_t(peer)]);
+        return ticket;
+    }
+    const int fd = inlineSocket(peer);
+    if (fd < 0 || limit.isShaped()) {
+        m_outbox[std::size_t(peer)].push_back(std::move(op));
+        lock.unlock();
+        wake();
+        return ticket;
+    }
+    m_inlineWriter[std::size_t(peer)] = true;
+    lock.unlock();
+    const bool done = op.writeNow(fd);
+    lock.lock();
+    m_inlineWriter[std::size_t(peer)] = false;
+    m_changed.notify_all(); // failLink() may wait for the claim to end
+    // Kernel buffer full: the I/O thread writes the rest before what others queued meanwhile.
+    if (!done)
+        m_outbox[std::size_t(peer)].push_front(std::move(op));
+    const bool more = !m_outbox[std::size_t(peer)].empty();
+    lock.unlock();
+    if (done) {
+        op.event.sendCompleteNs = monotonicNs();
+        emitTrace(op.event);
+        op.state->finish();
+    }
+    if (more)
+        wake();
     return ticket;
+}
+
+int TcpTransport::inlineSocket(int peer) const
+{
+    const auto p = std::size_t(peer);
+    const bool free = m_connected[p] && !m_ioQueued[p] && !m_inlineWriter[p] && m_outbox[p].empty();
+    return free && !m_limitsChanged ? m_sockFd[p] : -1;
 }
 
 Message TcpTransport::recv(int peer, const FrameMeta &meta)
@@ -418,11 +481,12 @@ void TcpTransport::drainRequests()
         abortNow = m_aborted && m_listenFd >= 0;
         for (int p = 0; p < m_worldSize; ++p) {
             auto &out = m_outbox[std::size_t(p)];
-            if (out.empty() || m_links[std::size_t(p)].fd < 0)
-                continue;
+            if (out.empty() || m_links[std::size_t(p)].fd < 0 || m_inlineWriter[std::size_t(p)])
+                continue; // a caller writing inline queues its rest in front, then wakes us
             for (auto &op : out)
                 m_links[std::size_t(p)].queue.push_back(std::move(op));
             out.clear();
+            m_ioQueued[std::size_t(p)] = 1;
         }
     }
     if (limitsChanged)
@@ -520,9 +584,11 @@ void TcpTransport::installLink(int peer, int fd)
         std::lock_guard lock(m_mutex);
         m_connected[std::size_t(peer)] = true;
         m_linkError[std::size_t(peer)].clear();
+        m_sockFd[std::size_t(peer)] = fd;
         for (auto &op : m_outbox[std::size_t(peer)])
             l.queue.push_back(std::move(op));
         m_outbox[std::size_t(peer)].clear();
+        m_ioQueued[std::size_t(peer)] = !l.queue.empty();
     }
     m_changed.notify_all();
 }
@@ -645,30 +711,12 @@ void TcpTransport::writeLink(int peer)
             room = std::size_t(l.writable - l.written);
         }
         SendOp &op = l.queue.front();
-        iovec iov[2];
-        int n = 0;
-        if (op.sent < kHeaderBytes) {
-            iov[n++] = {op.header + op.sent, kHeaderBytes - op.sent};
-            if (op.bytes)
-                iov[n++] = {const_cast<char *>(op.data), op.bytes};
-        } else {
-            const std::size_t off = op.sent - kHeaderBytes;
-            iov[n++] = {const_cast<char *>(op.data) + off, op.bytes - off};
-        }
-        for (int i = 0; i < n; ++i) {
-            iov[i].iov_len = std::min(iov[i].iov_len, room);
-            room -= iov[i].iov_len;
-        }
-        msghdr msg{};
-        msg.msg_iov = iov;
-        msg.msg_iovlen = std::size_t(n);
-        const ssize_t w = ::sendmsg(l.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        const ssize_t w = op.writeOnce(l.fd, room);
         if (w < 0) {
             if (retryAfterIoError(peer))
                 continue;
             return;
         }
-        op.sent += std::size_t(w);
         l.written += std::uint64_t(w);
         if (op.sent < kHeaderBytes + op.bytes)
             return; // kernel buffer full (poll for POLLOUT), or the shaper's share is written
@@ -681,6 +729,8 @@ void TcpTransport::writeLink(int peer)
     }
     if (!shaped)
         l.resetStream(); // nothing queued: a limit set later starts from here
+    std::lock_guard lock(m_mutex); // nothing held for peer: callers may write inline again
+    m_ioQueued[std::size_t(peer)] = 0;
 }
 
 // After a failed recv or sendmsg on a link: true to try again at once (a
@@ -699,14 +749,18 @@ bool TcpTransport::retryAfterIoError(int peer)
 void TcpTransport::failLink(int peer, const std::string &reason, bool protocolViolation)
 {
     Link &l = m_links[std::size_t(peer)];
-    sock::closeFd(l.fd);
     if (protocolViolation)
         noteDropped(reason);
     std::deque<SendOp> orphans;
     orphans.swap(l.queue);
     l.resetStream();
     {
-        std::lock_guard lock(m_mutex);
+        std::unique_lock lock(m_mutex);
+        // An inline writer never blocks: let it finish before the fd is closed (and reused).
+        m_changed.wait(lock, [&] { return !m_inlineWriter[std::size_t(peer)]; });
+        sock::closeFd(l.fd);
+        m_sockFd[std::size_t(peer)] = -1;
+        m_ioQueued[std::size_t(peer)] = 0;
         m_connected[std::size_t(peer)] = false;
         m_linkError[std::size_t(peer)] = reason;
         for (auto &op : m_outbox[std::size_t(peer)])

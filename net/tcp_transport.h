@@ -11,6 +11,15 @@
 //
 // The data path uses POSIX sockets and poll(); docs/protocol.md says why.
 //
+// Inline sends: when nothing is queued for a peer and its link is not
+// emulated, send() writes the frame to the socket itself (non-blocking) and
+// hands only what the kernel did not take to the I/O thread. On a loaded
+// machine this saves the eventfd write and the I/O thread's wakeup per frame
+// (docs/protocol.md, "Performance"). At most one thread writes a socket at a
+// time: the caller claims it under m_mutex (m_inlineWriter) only while the
+// I/O thread holds nothing for that peer, and the I/O thread neither takes
+// that peer's outbox nor closes its socket while the claim lasts.
+//
 // Emulated links (setLinkLimit): the I/O thread releases a shaped link's bytes
 // at its bandwidth (LinkShaper) and writes them to the socket `latency` after
 // they left; the send completes when the last byte has left (the rest of the
@@ -70,6 +79,8 @@ private:
     struct PollSet;
 
     void wake();
+    // Under m_mutex: the socket a caller may write `peer`'s frame to right now, else -1.
+    int inlineSocket(int peer) const;
     void ioLoop();
     void buildPollSet(PollSet &set);
     bool waitForEvents(PollSet &set);
@@ -105,6 +116,10 @@ private:
     bool m_aborted = false;
     bool m_limitsChanged = false;
     std::atomic<bool> m_wakePending{false};
+    // Inline sends (see the top of this file), by peer.
+    std::vector<int> m_sockFd;        // the link's socket while it is up, else -1
+    std::vector<char> m_ioQueued;     // the I/O thread holds unsent frames for the peer
+    std::vector<char> m_inlineWriter; // a caller is writing to the peer's socket now
 
     // I/O thread only.
     std::vector<Link> m_links;

@@ -331,10 +331,11 @@ bool inTimeOrder(const CollectingSink &sink)
         [](const CollectingSink::Event &a, const CollectingSink::Event &b) { return a.t < b.t; });
 }
 
-QString record(const QString &dir, const SyntheticRun &run, const char *name = "run.smolrec")
+QString record(const QString &dir, const SyntheticRun &run, const char *name = "run.smolrec",
+               int version = kSessionSchemaVersion)
 {
     const QString path = dir + QLatin1Char('/') + QLatin1String(name);
-    SessionRecorder recorder(path, run.header);
+    SessionRecorder recorder(path, run.header, /*overwrite=*/false, version);
     run.feed(recorder);
     recorder.finish(0.25, run.endNs);
     return path;
@@ -1108,7 +1109,7 @@ void TestSession::badFiles()
 // file (no such columns) still opens, its memory samples at step ends.
 void TestSession::readsVersion1Files()
 {
-    const QString path = record(m_dir.path(), makeRun(2, 3), "v1");
+    const QString path = record(m_dir.path(), makeRun(2, 3), "v1", /*version=*/3); // unpacked rows
     {
         QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), QStringLiteral("tst-v1"));
         db.setDatabaseName(path);
@@ -1174,7 +1175,7 @@ void TestSession::stepPeaksStandApart()
 
 // Files the Qt Sql writer made, from the earlier schema SQL (a fixture
 // written here rather than a checked-in binary), read field for field; and
-// the present writer's schema is that of version 2, statement for statement.
+// the present writer, asked for version 3, writes its schema statement for statement.
 void TestSession::readsFilesOfTheQtSqlWriter_data()
 {
     QTest::addColumn<int>("version");
@@ -1227,13 +1228,14 @@ void TestSession::readsFilesOfTheQtSqlWriter()
     QVERIFY(info.complete);
 
     // The same run through today's recorder: the same records, and (for
-    // version 2) the same schema.
-    const QString now = record(m_dir.path(), run, qPrintable(QStringLiteral("now-v%1.smolrec").arg(version)));
+    // version 3, which it still writes on request) the same schema.
+    const QString now = record(m_dir.path(), run, qPrintable(QStringLiteral("now-v%1.smolrec").arg(version)),
+                               version == 3 ? 3 : kSessionSchemaVersion);
     const SessionReader current(now);
     QVERIFY(sameRecords(current.frames(kMin, kMax), reader.frames(kMin, kMax)));
     QVERIFY(sameRecords(current.spans(kMin, kMax), reader.spans(kMin, kMax)));
     QVERIFY(sameRecords(current.metrics(kMin, kMax), reader.metrics(kMin, kMax)));
-    if (version == kSessionSchemaVersion) {
+    if (version == 3) {
         const auto earlier = schemaOf(path), present = schemaOf(now);
         QCOMPARE(present.size(), earlier.size());
         for (const auto &[table, sql] : earlier) {

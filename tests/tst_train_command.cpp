@@ -39,6 +39,7 @@ private Q_SLOTS:
     void rejectedRunLeavesNoSession();
     void defaultNodesAreTheStrategys_data();
     void defaultNodesAreTheStrategys();
+    void compressedRunReportsItsBytes();
 };
 
 void TestTrainCommand::rejectsInOneLine_data()
@@ -61,7 +62,17 @@ void TestTrainCommand::rejectsInOneLine_data()
         << "bad value '1:0.5' for --slowdown (expected RANK:FACTOR with FACTOR >= 1, e.g. 1:4)";
     QTest::newRow("link to itself")
         << QStringList{"--link", "1-1:2:3"}
-        << "bad value '1-1:2:3' for --link (expected A-B:MBITS:MS with A != B, e.g. 0-3:20:5)";
+        << "bad value '1-1:2:3' for --link (expected A-B:MBITS:MS with A != B, e.g. 0-3:20:5, or all:MBITS:MS)";
+    QTest::newRow("link all without latency")
+        << QStringList{"--link", "all:100"}
+        << "bad value 'all:100' for --link (expected A-B:MBITS:MS with A != B, e.g. 0-3:20:5, or all:MBITS:MS)";
+    QTest::newRow("unknown compression")
+        << QStringList{"--compress", "fp8"} << "--compress takes none, fp16, bf16 or powersgd:R, not 'fp8'";
+    QTest::newRow("powersgd rank 0")
+        << QStringList{"--compress", "powersgd:0"} << "--compress powersgd:R takes a rank R from 1 to 64, not 'powersgd:0'";
+    QTest::newRow("unknown all-reduce") << QStringList{"--allreduce", "tree"} << "bad value 'tree' for --allreduce";
+    QTest::newRow("negative compress start")
+        << QStringList{"--compress-start", "-1"} << "bad value '-1' for --compress-start";
     // Plan: the config as a whole.
     QTest::newRow("unknown model") << QStringList{"--model", "foo"}
                                    << "--model takes mlp, gpt or a TorchScript file ending in .pt, got 'foo'";
@@ -70,6 +81,12 @@ void TestTrainCommand::rejectsInOneLine_data()
                                        << "the single strategy runs on exactly 1 node";
     QTest::newRow("single on 3 nodes, nodes first") << QStringList{"--nodes", "3", "--strategy", "single"}
                                                     << "the single strategy runs on exactly 1 node";
+    QTest::newRow("compressing zero1")
+        << QStringList{"--strategy", "zero1", "--compress", "fp16"}
+        << "--compress fp16 compresses ddp's all-reduce (alone or as a mesh's dp axis), not zero1's gradients";
+    QTest::newRow("bf16 on gloo")
+        << QStringList{"--backend", "gloo", "--compress", "bf16"}
+        << "--compress bf16: this LibTorch's Gloo has no bfloat16 all-reduce; use --compress fp16 with --backend gloo";
     QTest::newRow("link beyond the nodes")
         << QStringList{"--link", "0-3:20:5"} << "--link 0-3 needs two different ranks below --nodes";
     // Run: the cluster runtime's own checks, then the coordinator's.
@@ -125,6 +142,28 @@ void TestTrainCommand::defaultNodesAreTheStrategys()
     QCOMPARE(summary.value("type").toString(), "summary");
     QCOMPARE(summary.value("strategy").toString(), args[1]);
     QCOMPARE(summary.value("nodes").toInt(), nodes);
+}
+
+// --compress and --link all reach the run; the summary says what ran and
+// what it sent per step, half of plain ddp's with fp16.
+void TestTrainCommand::compressedRunReportsItsBytes()
+{
+    auto summaryOf = [](const QStringList &extra) {
+        const CommandResult r = train(QStringList{"--strategy", "ddp", "--nodes", "3", "--steps", "3", "--global-batch",
+                                                  "12", "--link", "all:0:0", "--json"} + extra);
+        const QStringList lines = r.out.split('\n', Qt::SkipEmptyParts);
+        return r.code == 0 && !lines.isEmpty() ? QJsonDocument::fromJson(lines.last().toUtf8()).object()
+                                               : QJsonObject{{"error", r.err}};
+    };
+    const QJsonObject plain = summaryOf({}), half = summaryOf({"--compress", "fp16"});
+    QVERIFY2(!half.contains("error"), qPrintable(half.value("error").toString()));
+    QCOMPARE(plain.value("compress").toString(), "none");
+    QCOMPARE(plain.value("allreduce").toString(), "ring");
+    QCOMPARE(half.value("compress").toString(), "fp16");
+    QCOMPARE(half.value("allreduce").toString(), "auto");
+    const double p = plain.value("bytes_per_node_per_step").toDouble();
+    QVERIFY(p > 0);
+    QCOMPARE(half.value("bytes_per_node_per_step").toDouble(), p / 2);
 }
 
 QTEST_GUILESS_MAIN(TestTrainCommand)

@@ -47,8 +47,9 @@ Commands:
                     (`smolctl lesson --help`)
   bench allreduce   time our TCP ring all-reduce (and optionally c10d Gloo's)
                     over loopback, ranks as threads; see `smolctl bench --help`
-  bench train       samples/s of single vs ddp on 2 nodes, and the cost of an
-                    attached trace sink
+  bench train       samples/s of single vs ddp on 2 nodes, the cost of an
+                    attached trace sink, and gradient compression's bytes,
+                    accuracy and speed on 100 Mbit links
   bench cluster     ddp and zero3 over smolctl node processes on loopback,
                     our transport vs c10d's Gloo: samples/s and the ratio
   bench session     what recording a session costs a ddp run, events written
@@ -64,7 +65,7 @@ Options:
 )";
 
 const char kBenchUsage[] = R"(Usage: smolctl bench allreduce [OPTIONS]
-       smolctl bench train [--steps K] [--global-batch B] [--rounds R]
+       smolctl bench train [--steps K] [--global-batch B] [--rounds R] [--compression]
        smolctl bench session [--steps K] [--rounds R] [--events N]
        smolctl bench cluster [--nodes N] [--steps K] [--global-batch B] [--rounds R]
        smolctl bench watch [--viewers N] [--steps K] [--rounds R] [--nodes N]
@@ -77,7 +78,12 @@ and that ratio, and the share of ddp's all-reduce time hidden under backward
 (the buckets travel on each node's communication thread). Then the ratio
 ddp/single at global batches 64, 512 and 2048 (400k samples a case at
 least), the share hidden on the gpt (2 buckets), and zero3/ddp on the gpt
-(2 nodes, global batch 32). Defaults: 200 steps, global batch 64, 3 rounds.
+(2 nodes, global batch 32). Then compression (alone with --compression):
+on 4 nodes, sgd lr 0.1, global batch 120, bytes per node per step of fp16
+and powersgd:2 against plain ddp and test accuracy after 600 steps side by
+side; samples/s with every link at 100 Mbit/s and 1 ms (the steps after
+--compress-start); ddp+fp16/single at global batch 64. Defaults: 200
+steps, global batch 64, 3 rounds.
 
 bench allreduce:
 
@@ -88,8 +94,11 @@ form, and prints one row per (size, nodes) case with its bus bandwidth.
 Options:
   --nodes LIST      world sizes, comma-separated, 1 to 64 (default 2,4)
   --sizes LIST      buffer sizes in bytes with K/M/G suffixes, multiples of 4,
-                    at most 1G (default 256K,4M,64M)
-  --iters N         timed iterations per round (default: by size, 5 to 50)
+                    at most 1G (default 4K,64K,256K,4M,64M)
+  --allreduce ALG   ring, doubling or auto (default: all three under 1M,
+                    printed in ms per all-reduce; ring from 1M up)
+  --iters N         timed iterations per round (default: 200 under 1M, then
+                    by size, 5 to 50)
   --warmup N        untimed iterations before timing (default 2)
   --rounds N        rounds per case; the median round is shown (default 3)
   --vs-gloo         also run c10d's ProcessGroupGloo on the same cases, in

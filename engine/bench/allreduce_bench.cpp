@@ -7,6 +7,11 @@
 //
 // busbw = S / t x 2(N-1)/N: the bytes each rank must move, per second (the
 // nccl-tests convention), comparable across N.
+//
+// Cases under 1 MiB are about latency, not bandwidth: each runs every
+// all-reduce algorithm of ours (ring, doubling, auto; --allreduce picks one)
+// and prints milliseconds per all-reduce beside Gloo's. Larger cases run the
+// ring (or the --allreduce choice) as a bandwidth table row.
 #include "allreduce_bench.h"
 
 #include "engine/gloo/gloo_allreduce.h"
@@ -27,15 +32,31 @@ namespace smol::engine {
 
 namespace {
 
+// Below this size a case is about latency: every algorithm runs (unless
+// --allreduce picks one) and its row reads in milliseconds.
+constexpr std::size_t kSmallBytes = std::size_t(1) << 20;
+
 struct Options {
     std::vector<int> nodes{2, 4};
-    std::vector<std::size_t> sizes{256 << 10, 4 << 20, 64 << 20};
+    std::vector<std::size_t> sizes{4 << 10, 64 << 10, 256 << 10, 4 << 20, 64 << 20};
     int warmup = 2;
     int iters = 0; // 0 = by size
     int rounds = 3;
     bool vsGloo = false;
     std::size_t segment = 0; // 0 = communicator default
+    bool algorithmGiven = false;
+    net::AllReduceAlgorithm algorithm = net::AllReduceAlgorithm::Ring;
 };
+
+std::vector<net::AllReduceAlgorithm> algorithmsFor(const Options &opt, std::size_t bytes)
+{
+    using A = net::AllReduceAlgorithm;
+    if (opt.algorithmGiven)
+        return {opt.algorithm};
+    if (bytes < kSmallBytes)
+        return {A::Ring, A::Doubling, A::Auto};
+    return {A::Ring};
+}
 
 bool parseSize(const QString &text, std::size_t &out)
 {
@@ -92,7 +113,8 @@ struct OursResult {
     std::vector<float> result;
 };
 
-OursResult runOurs(int nodes, std::size_t bytes, int warmup, int iters, std::size_t segment)
+OursResult runOurs(int nodes, std::size_t bytes, int warmup, int iters, std::size_t segment,
+                   net::AllReduceAlgorithm algorithm)
 {
     const std::size_t count = bytes / 4;
     const std::string token = QString::number(QRandomGenerator::system()->generate64(), 16).toStdString();
@@ -109,6 +131,7 @@ OursResult runOurs(int nodes, std::size_t bytes, int warmup, int iters, std::siz
                 net::Communicator comm(*ranks[std::size_t(r)]);
                 if (segment)
                     comm.setSegmentBytes(segment);
+                comm.setAllReduceAlgorithm(algorithm);
                 std::vector<float> buf(count);
                 for (int it = 0; it < warmup + iters; ++it) {
                     for (std::size_t i = 0; i < count; ++i)
@@ -171,11 +194,116 @@ bool matchesClosedForm(const std::vector<float> &out, int nodes)
     return true;
 }
 
-} // namespace
-
-int runAllreduceBench(const QStringList &args, QTextStream &out, QTextStream &err)
+QString kibLabel(std::size_t bytes)
 {
-    Options opt;
+    if (bytes % (1 << 20) == 0)
+        return QString::number(bytes >> 20) + " MiB";
+    if (bytes % (1 << 10) == 0)
+        return QString::number(bytes >> 10) + " KiB";
+    return QString::number(bytes) + " B";
+}
+
+int defaultIters(std::size_t bytes)
+{
+    // Small cases take microseconds an iteration: more of them steady the median.
+    if (bytes < kSmallBytes)
+        return 200;
+    return int(std::clamp<std::size_t>((std::size_t(512) << 20) / bytes, 5, 50));
+}
+
+// One (size, nodes) case: seconds per iteration of each round, per algorithm
+// of ours (in algorithmsFor order) and of gloo.
+struct CaseTimes {
+    std::vector<net::AllReduceAlgorithm> algorithms;
+    std::vector<std::vector<double>> ours; // [algorithm][round]
+    std::vector<double> gloo;              // [round]
+    bool match = true;
+};
+
+CaseTimes runCase(const Options &opt, std::size_t bytes, int nodes, int iters)
+{
+    CaseTimes t;
+    t.algorithms = algorithmsFor(opt, bytes);
+    t.ours.resize(t.algorithms.size());
+    for (int round = 0; round < opt.rounds; ++round) {
+        std::vector<float> first;
+        for (std::size_t a = 0; a < t.algorithms.size(); ++a) {
+            OursResult o = runOurs(nodes, bytes, opt.warmup, iters, opt.segment, t.algorithms[a]);
+            t.ours[a].push_back(o.secondsPerIter);
+            t.match = t.match && matchesClosedForm(o.result, nodes) && (a == 0 || o.result == first);
+            if (a == 0)
+                first = std::move(o.result);
+        }
+        if (opt.vsGloo) {
+            GlooAllreduceResult g = runGlooAllreduce(nodes, bytes, opt.warmup, iters);
+            t.gloo.push_back(g.secondsPerIter);
+            t.match = t.match && g.ranksAgree && g.result == first;
+        }
+    }
+    return t;
+}
+
+double ratioOf(double ourSeconds, double glooSeconds)
+{
+    return ourSeconds > 0 ? glooSeconds / ourSeconds : 0;
+}
+
+// "4 KiB, 4 nodes: ring 0.21 ms, doubling 0.09 ms, gloo 0.15 ms; ring/gloo 0.71x, doubling/gloo 1.67x"
+QString latencyRow(const CaseTimes &t, std::size_t bytes, int nodes)
+{
+    QString row = kibLabel(bytes) + ", " + QString::number(nodes) + " nodes:";
+    QString ratios;
+    for (std::size_t a = 0; a < t.algorithms.size(); ++a) {
+        const QString name = net::allReduceAlgorithmName(t.algorithms[a]);
+        const double sec = median(t.ours[a]);
+        row += QString(" %1 %2 ms,").arg(name).arg(sec * 1e3, 0, 'f', 3);
+        if (!t.gloo.empty())
+            ratios += QString(" %1/gloo %2x,").arg(name).arg(ratioOf(sec, median(t.gloo)), 0, 'f', 2);
+    }
+    if (!t.gloo.empty())
+        row += QString(" gloo %1 ms;").arg(median(t.gloo) * 1e3, 0, 'f', 3) + ratios;
+    row.chop(1);
+    return row;
+}
+
+struct Summary {
+    double minRatio = -1;  // ours/gloo over table rows >= 4 MiB with 2+ nodes
+    double ring4M = -1;    // ring/gloo, 4 nodes
+    double ring64M = -1;
+    bool allMatch = true;
+};
+
+// The bandwidth table's row of a large case (one algorithm: ring unless --allreduce).
+QString bandwidthRow(const CaseTimes &t, std::size_t bytes, int nodes, int iters, Summary &sum)
+{
+    std::vector<double> ours, gloo;
+    for (double sec : t.ours[0])
+        ours.push_back(busbw(bytes, nodes, sec));
+    for (double sec : t.gloo)
+        gloo.push_back(busbw(bytes, nodes, sec));
+    QString row = QString("%1 %2 %3 %4")
+                      .arg(sizeLabel(bytes), -6)
+                      .arg(nodes, 5)
+                      .arg(iters, 6)
+                      .arg(median(ours), 10, 'f', 3);
+    if (!gloo.empty()) {
+        const double ratio = median(gloo) > 0 ? median(ours) / median(gloo) : 0;
+        row += QString(" %1 %2").arg(median(gloo), 10, 'f', 3).arg(ratio, 9, 'f', 2);
+        if (bytes >= (std::size_t(4) << 20) && nodes > 1)
+            sum.minRatio = sum.minRatio < 0 ? ratio : std::min(sum.minRatio, ratio);
+        if (nodes == 4 && t.algorithms[0] == net::AllReduceAlgorithm::Ring) {
+            if (bytes == (std::size_t(4) << 20))
+                sum.ring4M = ratio;
+            if (bytes == (std::size_t(64) << 20))
+                sum.ring64M = ratio;
+        }
+    }
+    return row;
+}
+
+// Parses the arguments into opt; returns 0, or 2 after printing why not.
+int parseArgs(const QStringList &args, Options &opt, QTextStream &err)
+{
     for (int i = 0; i < args.size(); ++i) {
         const QString a = args[i];
         auto value = [&](QString &v) {
@@ -224,15 +352,53 @@ int runAllreduceBench(const QStringList &args, QTextStream &out, QTextStream &er
                 err << "smolctl bench allreduce: --segment takes a byte count, got '" << v << "'\n";
                 return 2;
             }
+        } else if (a == "--allreduce" && value(v)) {
+            if (!net::parseAllReduceAlgorithm(v.toStdString(), &opt.algorithm)) {
+                err << "smolctl bench allreduce: --allreduce takes ring, doubling or auto, got '"
+                    << v.left(40) << "'\n";
+                return 2;
+            }
+            opt.algorithmGiven = true;
         } else {
             err << "smolctl bench allreduce: unknown or incomplete argument '" << a
                 << "' (see smolctl bench --help)\n";
             return 2;
         }
     }
+    return 0;
+}
 
-    out << "# ring all-reduce over loopback TCP, float32, ranks as threads; busbw = S/t x 2(N-1)/N\n";
-    out << "# " << opt.rounds << " alternating rounds per case, median round shown\n";
+QString ratioText(double r)
+{
+    return r < 0 ? QString("n/a") : QString::number(r, 'f', 2);
+}
+
+void printSummary(const Options &opt, const Summary &sum, QTextStream &out)
+{
+    out << "results " << (opt.vsGloo ? "(ours vs gloo vs closed form)" : "(ours vs closed form)") << ": "
+        << (sum.allMatch ? "identical" : "MISMATCH") << "\n";
+    if (!opt.vsGloo)
+        return;
+    if (sum.minRatio < 0)
+        out << "allreduce ratio ours/gloo (min over rows >= 4M): n/a (no row of 4M or more with 2+ nodes)\n";
+    else
+        out << "allreduce ratio ours/gloo (min over rows >= 4M): " << ratioText(sum.minRatio) << "\n";
+    out << "ring/gloo at 4M: " << ratioText(sum.ring4M) << ", at 64M: " << ratioText(sum.ring64M)
+        << " (4 nodes)\n";
+}
+
+} // namespace
+
+int runAllreduceBench(const QStringList &args, QTextStream &out, QTextStream &err)
+{
+    Options opt;
+    if (const int rc = parseArgs(args, opt, err))
+        return rc;
+
+    out << "# all-reduce over loopback TCP, float32, ranks as threads; busbw = S/t x 2(N-1)/N\n";
+    out << "# " << opt.rounds << " alternating rounds per case, median round shown; cases under 1M: ms per "
+        << "all-reduce of each algorithm" << (opt.vsGloo ? " and gloo/ours" : "") << "; larger: "
+        << (opt.algorithmGiven ? net::allReduceAlgorithmName(opt.algorithm) : "ring") << "\n";
     out << QString("%1 %2 %3 %4 %5 %6\n")
                .arg("size", -6)
                .arg("nodes", 5)
@@ -241,36 +407,15 @@ int runAllreduceBench(const QStringList &args, QTextStream &out, QTextStream &er
                .arg(opt.vsGloo ? "gloo GB/s" : "", 10)
                .arg(opt.vsGloo ? "ours/gloo" : "", 9);
     out.flush();
-    double minRatio = -1;
-    bool allMatch = true;
+    Summary sum;
     try {
         for (std::size_t bytes : opt.sizes) {
             for (int nodes : opt.nodes) {
-                const int iters = opt.iters ? opt.iters : int(std::clamp<std::size_t>((std::size_t(512) << 20) / bytes, 5, 50));
-                std::vector<double> ours, gloo;
-                for (int round = 0; round < opt.rounds; ++round) {
-                    OursResult o = runOurs(nodes, bytes, opt.warmup, iters, opt.segment);
-                    ours.push_back(busbw(bytes, nodes, o.secondsPerIter));
-                    bool match = matchesClosedForm(o.result, nodes);
-                    if (opt.vsGloo) {
-                        GlooAllreduceResult g = runGlooAllreduce(nodes, bytes, opt.warmup, iters);
-                        gloo.push_back(busbw(bytes, nodes, g.secondsPerIter));
-                        match = match && g.ranksAgree && g.result == o.result;
-                    }
-                    allMatch = allMatch && match;
-                }
-                QString row = QString("%1 %2 %3 %4")
-                                  .arg(sizeLabel(bytes), -6)
-                                  .arg(nodes, 5)
-                                  .arg(iters, 6)
-                                  .arg(median(ours), 10, 'f', 3);
-                if (opt.vsGloo) {
-                    const double ratio = median(gloo) > 0 ? median(ours) / median(gloo) : 0;
-                    row += QString(" %1 %2").arg(median(gloo), 10, 'f', 3).arg(ratio, 9, 'f', 2);
-                    if (bytes >= (std::size_t(4) << 20) && nodes > 1)
-                        minRatio = minRatio < 0 ? ratio : std::min(minRatio, ratio);
-                }
-                out << row << "\n";
+                const int iters = opt.iters ? opt.iters : defaultIters(bytes);
+                const CaseTimes t = runCase(opt, bytes, nodes, iters);
+                sum.allMatch = sum.allMatch && t.match;
+                out << (bytes < kSmallBytes ? latencyRow(t, bytes, nodes) : bandwidthRow(t, bytes, nodes, iters, sum))
+                    << "\n";
                 out.flush();
             }
         }
@@ -278,15 +423,8 @@ int runAllreduceBench(const QStringList &args, QTextStream &out, QTextStream &er
         err << "smolctl bench allreduce: " << e.what() << "\n";
         return 1;
     }
-    out << "results " << (opt.vsGloo ? "(ours vs gloo vs closed form)" : "(ours vs closed form)") << ": "
-        << (allMatch ? "identical" : "MISMATCH") << "\n";
-    if (opt.vsGloo) {
-        if (minRatio < 0)
-            out << "allreduce ratio ours/gloo (min over rows >= 4M): n/a (no row of 4M or more with 2+ nodes)\n";
-        else
-            out << "allreduce ratio ours/gloo (min over rows >= 4M): " << QString::number(minRatio, 'f', 2) << "\n";
-    }
-    return allMatch ? 0 : 1;
+    printSummary(opt, sum, out);
+    return sum.allMatch ? 0 : 1;
 }
 
 } // namespace smol::engine

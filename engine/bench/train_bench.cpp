@@ -10,8 +10,11 @@
 // under backward (the all-reduce spans run on each node's communication
 // thread; the part of them inside that node's backward spans is hidden).
 // Then the ratio ddp/single at global batches 64, 512 and 2048, and zero3/ddp
-// on the gpt (2 nodes, its default global batch of 32).
+// on the gpt (2 nodes, its default global batch of 32). Then compression
+// (compress_bench.h; alone with --compression).
 #include "train_bench.h"
+
+#include "compress_bench.h"
 
 #include "engine/trainer.h"
 
@@ -99,7 +102,12 @@ int runTrainBench(const QStringList &args, QTextStream &out, QTextStream &err)
 {
     std::int64_t steps = 200, batch = 64;
     int rounds = 3;
+    bool compressionOnly = false;
     for (int i = 0; i < args.size(); ++i) {
+        if (args[i] == "--compression") {
+            compressionOnly = true;
+            continue;
+        }
         bool ok = i + 1 < args.size();
         const QString a = args[i];
         const qlonglong v = ok ? args[++i].toLongLong(&ok) : 0;
@@ -111,10 +119,12 @@ int runTrainBench(const QStringList &args, QTextStream &out, QTextStream &err)
             rounds = int(v);
         else {
             err << "smolctl bench train: bad or unknown argument '" << a
-                << "' (--steps K, --global-batch B (even), --rounds R)\n";
+                << "' (--steps K, --global-batch B (even), --rounds R, --compression)\n";
             return 2;
         }
     }
+    if (compressionOnly)
+        return runCompressionBench(rounds, out, err);
     auto config = [&](const char *strategy, int nodes) {
         TrainConfig c;
         c.strategy = strategy;
@@ -220,7 +230,8 @@ int runTrainBench(const QStringList &args, QTextStream &out, QTextStream &err)
         err << "smolctl bench train: " << e.what() << "\n";
         return 1;
     }
-    return 0;
+    out.flush();
+    return runCompressionBench(rounds, out, err);
 }
 
 } // namespace smol::engine

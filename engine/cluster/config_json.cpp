@@ -1,5 +1,7 @@
 #include "config_json.h"
 
+#include "engine/grad_compressor.h"
+
 #include <QJsonArray>
 #include <QJsonDocument>
 
@@ -78,6 +80,9 @@ QJsonObject configToJson(const TrainConfig &c)
                        {"seed", bigInt(c.seed)},
                        {"optimizer", optimizer},
                        {"bucket_bytes", double(c.bucketBytes)},
+                       {"compress", QString::fromStdString(c.compression.text())},
+                       {"compress_start", double(c.compression.startStep)},
+                       {"allreduce", QString::fromStdString(c.allReduce)},
                        {"max_staleness", double(c.maxStaleness)},
                        {"behaviour", behaviour},
                        {"links", links},
@@ -118,6 +123,9 @@ TrainConfig configFromJson(const QJsonObject &o)
     c.optimizer.beta2 = number(optimizer, "beta2", c.optimizer.beta2);
     c.optimizer.eps = number(optimizer, "eps", c.optimizer.eps);
     c.bucketBytes = integer(o, "bucket_bytes", c.bucketBytes);
+    c.compression = parseCompression(text(o, "compress", "none"));
+    c.compression.startStep = integer(o, "compress_start", c.compression.startStep);
+    c.allReduce = text(o, "allreduce", "");
     c.maxStaleness = integer(o, "max_staleness", c.maxStaleness);
     for (const QJsonValue &v : o.value(QLatin1String("behaviour")).toArray()) {
         const QJsonObject b = v.toObject();

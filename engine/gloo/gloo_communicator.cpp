@@ -113,6 +113,10 @@ at::ScalarType scalarTypeOf(net::DType dtype)
         return at::kInt;
     case net::DType::UInt8:
         return at::kByte;
+    case net::DType::Float16:
+        return at::kHalf;
+    case net::DType::BFloat16:
+        return at::kBFloat16;
     }
     throw std::invalid_argument("gloo backend: unknown dtype");
 }
@@ -219,8 +223,9 @@ template <typename Body> void GlooCommunicator::run(net::CollectiveKind kind, st
                                                     Body &&body, bool receiving)
 {
     const std::vector<int> *members = groupMembers();
-    const net::CollectiveInfo info{kind, seq, name, rank(), worldSize(), peer, buffer, receiving,
-                                   group(),   axis(), members};
+    net::CollectiveInfo info{kind, seq, name, rank(), worldSize(), peer, buffer, receiving,
+                             group(),   axis(), members};
+    info.related = takeRelated();
     runHook(true, info);
     net::FrameEvent event;
     event.src = event.dst = members ? (*members)[std::size_t(rank())] : rank(); // the node's rank

@@ -48,6 +48,13 @@ struct EventRows {
     {
         r.i64(endNs);
         r.i64(id);
+        frameBody(r, e);
+    }
+
+    // A frame's fields after its key: the record of a packed frame
+    // (event_slices.h) follows its t_end with these.
+    template <class Row, class Frame> static void frameBody(Row &r, Frame &e)
+    {
         r.i64(e.sendStartNs);
         r.side(e.side);
         r.rank(e.src);

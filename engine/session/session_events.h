@@ -26,7 +26,9 @@ namespace smol::engine {
 
 // The schema this build writes and the newest one it reads
 // (docs/session-format.md). A reader opens every file with version <= this.
-constexpr int kSessionSchemaVersion = 3;
+// Version 4 packs frames, spans and memory samples into one row per time
+// slice (event_slices.h).
+constexpr int kSessionSchemaVersion = 4;
 
 // A session file that cannot be created, written or read: missing,
 // truncated, corrupted, foreign, too new. One line, naming the file.

@@ -6,6 +6,7 @@
 #include "session_reader.h"
 
 #include "event_rows.h"
+#include "session_reader_query.h"
 
 #include <QFile>
 #include <QFileInfo>
@@ -16,6 +17,7 @@
 #include <atomic>
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <set>
@@ -24,6 +26,8 @@
 namespace smol::engine {
 
 namespace {
+
+using namespace session_detail;
 
 // The columns of each table are event_rows.h's. Version 1 kept per-step
 // memory only: no collective boundary; version 2 no step peaks.
@@ -41,235 +45,15 @@ const std::pair<const char *, const char *> kEventTimes[] = {{"frames", "t_end"}
 // The tables schema version 1 has; a file of that version without one of
 // them is damaged.
 const char *const kTablesV1[] = {"run", "nodes", "frames", "spans", "memory", "metrics", "logs", "tensors"};
-
-QString sqliteText(sqlite3 *db)
+// ... and the ones version 4 added.
+const char *const kTablesV4[] = {"frame_slices", "span_slices", "memory_slices"};
+// Version 4 on, these tables stay empty: their events are in the slices.
+bool isPackedTable(const char *table)
 {
-    const QString text = QString::fromUtf8(db ? sqlite3_errmsg(db) : "").simplified();
-    return text.isEmpty() ? QStringLiteral("unknown error") : text;
-}
-
-// a + b and a - b, saturated: a damaged file's extreme times must not overflow.
-std::int64_t saturatingAdd(std::int64_t a, std::int64_t b)
-{
-    std::int64_t r = 0;
-    if (__builtin_add_overflow(a, b, &r))
-        return b > 0 ? std::numeric_limits<std::int64_t>::max() : std::numeric_limits<std::int64_t>::min();
-    return r;
-}
-
-std::int64_t saturatingSub(std::int64_t a, std::int64_t b)
-{
-    std::int64_t r = 0;
-    if (__builtin_sub_overflow(a, b, &r))
-        return b < 0 ? std::numeric_limits<std::int64_t>::max() : std::numeric_limits<std::int64_t>::min();
-    return r;
-}
-
-QString sql(const char *format, const char *columns)
-{
-    return QString::fromLatin1(format).arg(QLatin1String(columns));
+    return !std::strcmp(table, "frames") || !std::strcmp(table, "spans") || !std::strcmp(table, "memory");
 }
 
 } // namespace
-
-class SessionReader::Query {
-public:
-    Query(const SessionReader &reader, const QString &sql)
-        : m_reader(reader)
-        , m_db(reader.connection())
-    {
-        const QByteArray text = sql.toUtf8();
-        if (sqlite3_prepare_v2(m_db, text.constData(), int(text.size()), &m_stmt, nullptr) != SQLITE_OK ||
-            !m_stmt)
-            damaged();
-    }
-    Query(Query &&other) noexcept
-        : m_reader(other.m_reader)
-        , m_db(other.m_db)
-        , m_stmt(std::exchange(other.m_stmt, nullptr))
-        , m_next(other.m_next)
-    {
-    }
-    ~Query() { sqlite3_finalize(m_stmt); }
-    Query(const Query &) = delete;
-    Query &operator=(const Query &) = delete;
-
-    Query &bind(std::int64_t value)
-    {
-        if (sqlite3_bind_int64(m_stmt, ++m_next, value) != SQLITE_OK)
-            damaged();
-        return *this;
-    }
-
-    Query &bind(const QString &value)
-    {
-        const QByteArray text = value.toUtf8();
-        if (sqlite3_bind_text(m_stmt, ++m_next, text.constData(), int(text.size()), SQLITE_TRANSIENT) !=
-            SQLITE_OK)
-            damaged();
-        return *this;
-    }
-
-    // The statement runs on the first next(); errors surface there.
-    Query &exec()
-    {
-        sqlite3_reset(m_stmt);
-        return *this;
-    }
-
-    bool next()
-    {
-        const int rc = sqlite3_step(m_stmt);
-        if (rc == SQLITE_ROW)
-            return true;
-        if (rc == SQLITE_DONE)
-            return false;
-        damaged();
-    }
-
-    bool isNull(int c) const { return sqlite3_column_type(m_stmt, c) == SQLITE_NULL; }
-    std::int64_t i64(int c) const { return sqlite3_column_int64(m_stmt, c); }
-    std::uint64_t u64(int c) const { return std::uint64_t(i64(c)); }
-    double f64(int c) const { return sqlite3_column_double(m_stmt, c); }
-    std::string text(int c) const
-    {
-        const auto *p = reinterpret_cast<const char *>(sqlite3_column_text(m_stmt, c));
-        return p ? std::string(p, std::size_t(sqlite3_column_bytes(m_stmt, c))) : std::string();
-    }
-    QByteArray blob(int c) const
-    {
-        if (isNull(c))
-            return QByteArray();
-        const auto *p = static_cast<const char *>(sqlite3_column_blob(m_stmt, c));
-        return QByteArray(p ? p : "", sqlite3_column_bytes(m_stmt, c));
-    }
-
-    // A rank: -1 (cluster / coordinator) or a non-negative int.
-    int rank(int c) const
-    {
-        const std::int64_t v = i64(c);
-        if (v < -1 || v > INT_MAX)
-            m_reader.fail(QStringLiteral("damaged: rank %1 out of range").arg(v));
-        return int(v);
-    }
-
-    net::CollectiveKind collective(int c) const
-    {
-        const std::int64_t v = i64(c);
-        if (v < 0 || v > 255 || !net::isValidCollectiveKind(std::uint8_t(v)))
-            m_reader.fail(QStringLiteral("damaged: collective kind %1 out of range").arg(v));
-        return net::CollectiveKind(v);
-    }
-
-    // The current row as an event of type E, read by its walk (event_rows.h).
-    template <class E> E read() const
-    {
-        if constexpr (std::is_same_v<E, net::FrameEvent>) {
-            return frame();
-        } else {
-            E e;
-            RowReader r{*this};
-            EventRows::row(r, e);
-            return e;
-        }
-    }
-
-    // Frames carry their event time and id beside the fields.
-    net::FrameEvent frame() const
-    {
-        net::FrameEvent e;
-        std::int64_t end = 0, id = 0;
-        RowReader r{*this};
-        EventRows::frame(r, e, end, id);
-        (e.side == net::FrameEvent::Side::Send ? e.sendCompleteNs : e.recvCompleteNs) = end;
-        return e;
-    }
-
-    // Runs the query and reads its rows as events of type E, into `out`
-    // or handed to `fn` one by one.
-    template <class E> std::vector<E> readAll()
-    {
-        std::vector<E> out;
-        readAll<E>(out);
-        return out;
-    }
-    template <class E> void readAll(std::vector<E> &out)
-    {
-        for (exec(); next();)
-            out.push_back(read<E>());
-    }
-    template <class E> void forEach(const std::function<void(const E &)> &fn)
-    {
-        for (exec(); next();)
-            fn(read<E>());
-    }
-
-    // The single value of a one-row query; nullopt for no row or NULL.
-    std::optional<std::int64_t> scalar()
-    {
-        exec();
-        if (!next() || isNull(0))
-            return std::nullopt;
-        return i64(0);
-    }
-
-    [[noreturn]] void damaged() const
-    {
-        m_reader.fail(QStringLiteral("damaged or unreadable (SQLite: %1)").arg(sqliteText(m_db)));
-    }
-
-private:
-    // A row of an event table as decoded values: the reading side of
-    // event_rows.h's walks, each call reading the next column, range-checked.
-    struct RowReader {
-        const Query &q;
-        int c = 0;
-        void i64(std::int64_t &v) { v = q.i64(c++); }
-        void u64(std::uint64_t &v) { v = q.u64(c++); }
-        void f64(double &v) // SQLite stores a NaN as NULL
-        {
-            v = q.isNull(c) ? std::numeric_limits<double>::quiet_NaN() : q.f64(c);
-            ++c;
-        }
-        void text(std::string &v) { v = q.text(c++); }
-        void blob(QByteArray &v) { v = q.blob(c++); }
-        void flag(bool &v) { v = q.i64(c++) != 0; }
-        void rank(int &v) { v = q.rank(c++); }
-        void collective(net::CollectiveKind &v) { v = q.collective(c++); }
-        void anyKind(net::CollectiveKind &v)
-        {
-            const int kind = int(q.i64(c++));
-            v = net::isValidCollectiveKind(std::uint8_t(kind)) ? net::CollectiveKind(kind)
-                                                                : net::CollectiveKind::None;
-        }
-        void spanKind(SpanEvent::Kind &v)
-        {
-            const std::int64_t kind = q.i64(c++);
-            if (kind < 0 || kind >= SpanEvent::kKinds)
-                q.m_reader.fail(QStringLiteral("damaged: span kind %1 out of range").arg(kind));
-            v = SpanEvent::Kind(kind);
-        }
-        void side(net::FrameEvent::Side &v)
-        {
-            const std::int64_t side = q.i64(c++);
-            if (side != 0 && side != 1)
-                q.m_reader.fail(QStringLiteral("damaged: frame side %1 out of range").arg(side));
-            v = net::FrameEvent::Side(side);
-        }
-        void tag(std::uint32_t &v)
-        {
-            const std::int64_t tag = q.i64(c++);
-            if (tag < 0 || tag > std::int64_t(UINT32_MAX))
-                q.m_reader.fail(QStringLiteral("damaged: frame tag %1 out of range").arg(tag));
-            v = std::uint32_t(tag);
-        }
-    };
-
-    const SessionReader &m_reader;
-    sqlite3 *m_db;
-    sqlite3_stmt *m_stmt = nullptr;
-    int m_next = 0; // the last bound parameter
-};
 
 std::uint64_t SessionInfo::events() const
 {
@@ -379,6 +163,10 @@ void SessionReader::validate()
         if (!tables.count(QString::fromLatin1(table)))
             fail(QStringLiteral("damaged: table '%1' is missing").arg(QLatin1String(table)));
     }
+    for (const char *table : kTablesV4) {
+        if (m_version >= 4 && !tables.count(QString::fromLatin1(table)))
+            fail(QStringLiteral("damaged: table '%1' is missing").arg(QLatin1String(table)));
+    }
 }
 
 void SessionReader::readHeader()
@@ -410,7 +198,9 @@ std::int64_t SessionReader::maxDuration(const QString &key, const char *table, i
 {
     Query stored(*this, QStringLiteral("SELECT value FROM meta WHERE key = ?"));
     std::optional<std::int64_t> max = stored.bind(key).scalar();
-    if (!max) { // not recorded (no such events yet): measure
+    if (!max && packed()) // not recorded (no such events yet): measure
+        max = slicedMaxDuration(spanKind);
+    if (!max) {
         Query measured(
             *this, QStringLiteral("SELECT MAX(t_end - t_start) FROM %1%2")
                        .arg(QLatin1String(table),
@@ -432,6 +222,8 @@ std::pair<std::int64_t, std::int64_t> SessionReader::timeRange() const
         if (auto v = Query(*this, QStringLiteral("SELECT MAX") + from).scalar())
             last = std::max(last, *v);
     }
+    if (packed())
+        slicedTimeRange(first, last);
     if (auto end = Query(*this, QStringLiteral("SELECT value FROM meta WHERE key = 'end_ns'")).scalar())
         last = std::max(last, *end);
     return {first, last};
@@ -439,8 +231,10 @@ std::pair<std::int64_t, std::int64_t> SessionReader::timeRange() const
 
 std::optional<std::int64_t> SessionReader::nextEventTime(std::int64_t tNs) const
 {
-    std::optional<std::int64_t> next;
+    std::optional<std::int64_t> next = packed() ? slicedNextEventTime(tNs) : std::nullopt;
     for (const auto &[table, column] : kEventTimes) {
+        if (packed() && isPackedTable(table))
+            continue;
         Query q(*this, QStringLiteral("SELECT MIN(%1) FROM %2 WHERE %1 > ?")
                            .arg(QLatin1String(column), QLatin1String(table)));
         if (auto v = q.bind(qlonglong(tNs)).scalar())
@@ -451,6 +245,8 @@ std::optional<std::int64_t> SessionReader::nextEventTime(std::int64_t tNs) const
 
 std::vector<net::FrameEvent> SessionReader::frames(std::int64_t t0, std::int64_t t1) const
 {
+    if (packed())
+        return slicedFrames(t0, t1);
     const std::int64_t longest = maxDuration(QStringLiteral("max_frame_ns"), "frames", -1);
     Query q(*this,
             sql("SELECT %1 FROM frames WHERE t_end >= ? AND t_end <= ? AND t_start <= ? ORDER BY t_end, id",
@@ -461,6 +257,8 @@ std::vector<net::FrameEvent> SessionReader::frames(std::int64_t t0, std::int64_t
 
 std::vector<SpanEvent> SessionReader::spans(std::int64_t t0, std::int64_t t1) const
 {
+    if (packed())
+        return slicedSpans(t0, t1);
     // Per kind, so a long pause does not widen the scan for forward spans.
     struct Found {
         std::int64_t id;
@@ -496,6 +294,8 @@ const char *SessionReader::memoryColumns() const
 
 std::vector<MemorySample> SessionReader::memory(std::int64_t t0, std::int64_t t1) const
 {
+    if (packed())
+        return slicedMemory(t0, t1);
     Query q(*this, sql("SELECT %1 FROM memory WHERE t >= ? AND t <= ? ORDER BY t, id", memoryColumns()));
     q.bind(qlonglong(t0)).bind(qlonglong(t1));
     return q.readAll<MemorySample>();
@@ -549,9 +349,13 @@ SessionEvents SessionReader::eventsIn(std::int64_t after, std::int64_t upTo) con
         q.bind(qlonglong(after)).bind(qlonglong(upTo));
         q.readAll(out);
     };
-    read("frames", "t_end", EventRows::kFrameColumns, out.frames);
-    read("spans", "t_end", EventRows::kSpanColumns, out.spans);
-    read("memory", "t", memoryColumns(), out.memory);
+    if (packed()) {
+        slicedEventsIn(after, upTo, out);
+    } else {
+        read("frames", "t_end", EventRows::kFrameColumns, out.frames);
+        read("spans", "t_end", EventRows::kSpanColumns, out.spans);
+        read("memory", "t", memoryColumns(), out.memory);
+    }
     read("metrics", "t", EventRows::kMetricColumns, out.metrics);
     read("logs", "t", EventRows::kLogColumns, out.logs);
     read("tensors", "t", EventRows::kTensorColumns, out.tensors);
@@ -572,6 +376,8 @@ std::vector<MemorySample> SessionReader::latestStepPeaks(std::int64_t tNs) const
 
 std::vector<MemorySample> SessionReader::newestMemoryPerNode(std::int64_t tNs, bool stepPeaks) const
 {
+    if (packed())
+        return slicedNewestMemory(tNs, stepPeaks);
     // Walk back from tNs until every rank of the header has been seen (or
     // the samples run out).
     std::set<int> missing;
@@ -579,9 +385,11 @@ std::vector<MemorySample> SessionReader::newestMemoryPerNode(std::int64_t tNs, b
         missing.insert(n.rank);
     const bool knownNodes = !missing.empty();
     std::map<int, MemorySample> latest;
-    const QString kind = m_version < 3 ? QString() : stepPeaks ? QStringLiteral(" AND step_peak != 0")
-                                                               : QStringLiteral(" AND step_peak = 0");
-    Query q(*this, sql("SELECT %1 FROM memory WHERE t <= ?%2 ORDER BY t DESC, id DESC", memoryColumns()).arg(kind));
+    const QString kind = m_version < 3 ? QString()
+                         : stepPeaks   ? QStringLiteral(" AND step_peak != 0")
+                                       : QStringLiteral(" AND step_peak = 0");
+    Query q(*this,
+            sql("SELECT %1 FROM memory WHERE t <= ?%2 ORDER BY t DESC, id DESC", memoryColumns()).arg(kind));
     for (q.bind(qlonglong(tNs)).exec(); q.next();) {
         MemorySample m = q.read<MemorySample>();
         missing.erase(m.node);
@@ -598,9 +406,10 @@ std::vector<MemorySample> SessionReader::newestMemoryPerNode(std::int64_t tNs, b
 std::optional<std::int64_t> SessionReader::stepStart(std::int64_t step) const
 {
     std::optional<std::int64_t> span =
-        Query(*this, QStringLiteral("SELECT MIN(t_start) FROM spans WHERE step = ?"))
-            .bind(qlonglong(step))
-            .scalar();
+        packed() ? slicedStepStart(step)
+                 : Query(*this, QStringLiteral("SELECT MIN(t_start) FROM spans WHERE step = ?"))
+                       .bind(qlonglong(step))
+                       .scalar();
     std::optional<std::int64_t> metric =
         Query(*this, QStringLiteral("SELECT MIN(t) FROM metrics WHERE step = ?"))
             .bind(qlonglong(step))
@@ -612,6 +421,8 @@ std::optional<std::int64_t> SessionReader::stepStart(std::int64_t step) const
 
 std::vector<CollectiveBoundary> SessionReader::collectives() const
 {
+    if (packed())
+        return slicedCollectives();
     Query q(*this, QStringLiteral("SELECT collective, seq, step, MIN(t_start) AS t0, MAX(t_end) FROM spans"
                                   " WHERE kind = %1 GROUP BY step, collective, seq ORDER BY t0")
                        .arg(int(SpanEvent::Kind::Collective)));
@@ -624,16 +435,22 @@ std::vector<CollectiveBoundary> SessionReader::collectives() const
 
 void SessionReader::forEachFrame(const std::function<void(const net::FrameEvent &)> &fn) const
 {
+    if (packed())
+        return forEachSlicedFrame(fn);
     Query(*this, sql("SELECT %1 FROM frames ORDER BY t_end, id", EventRows::kFrameColumns)).forEach(fn);
 }
 
 void SessionReader::forEachSpanByStart(const std::function<void(const SpanEvent &)> &fn) const
 {
+    if (packed())
+        return forEachSlicedSpanByStart(fn);
     Query(*this, sql("SELECT %1 FROM spans ORDER BY t_start, id", EventRows::kSpanColumns)).forEach(fn);
 }
 
 void SessionReader::forEachMemory(const std::function<void(const MemorySample &)> &fn) const
 {
+    if (packed())
+        return forEachSlicedMemory(fn);
     Query(*this, sql("SELECT %1 FROM memory ORDER BY t, id", memoryColumns())).forEach(fn);
 }
 
@@ -651,6 +468,10 @@ void SessionReader::forEachLog(const std::function<void(const LogLine &)> &fn) c
 // the rows of the other event tables.
 void SessionReader::countEvents(SessionInfo &info) const
 {
+    if (packed()) {
+        countEventsTail(info);
+        return;
+    }
     // One pass over the frames: counts per side and bytes per link.
     Query frames(*this, QStringLiteral("SELECT src, dst, side, COUNT(*), SUM(bytes) FROM frames"
                                        " GROUP BY src, dst, side ORDER BY src, dst"));
@@ -670,6 +491,12 @@ void SessionReader::countEvents(SessionInfo &info) const
             fail(QStringLiteral("damaged: span kind %1 out of range").arg(kind));
         info.spans[std::size_t(kind)] = spans.u64(1);
     }
+    countEventsTail(info);
+}
+
+// The counts of the tables no version packs, and (up to version 3) of memory.
+void SessionReader::countEventsTail(SessionInfo &info) const
+{
     // Rows of `table` where `where` holds.
     auto count = [this](const char *table, const char *where = "1") {
         return std::uint64_t(Query(*this, QStringLiteral("SELECT COUNT(*) FROM %1 WHERE %2")
@@ -677,11 +504,13 @@ void SessionReader::countEvents(SessionInfo &info) const
                                  .scalar()
                                  .value_or(0));
     };
-    info.memory = count("memory");
-    if (m_version >= 2)
-        info.memoryAtCollectives = count("memory", "collective != 0");
-    if (m_version >= 3)
-        info.memoryStepPeaks = count("memory", "step_peak != 0");
+    if (!packed()) {
+        info.memory = count("memory");
+        if (m_version >= 2)
+            info.memoryAtCollectives = count("memory", "collective != 0");
+        if (m_version >= 3)
+            info.memoryStepPeaks = count("memory", "step_peak != 0");
+    }
     info.metrics = count("metrics");
     info.logs = count("logs");
     info.tensors = count("tensors");
@@ -700,12 +529,22 @@ SessionInfo SessionReader::info() const
 
     countEvents(info);
 
-    Query steps(*this,
-                QStringLiteral("SELECT COUNT(*), MAX(step) FROM (SELECT step FROM spans WHERE step >= 0"
-                               " UNION SELECT step FROM metrics WHERE step >= 0)"));
-    if (steps.exec().next()) {
-        info.stepsRecorded = steps.i64(0);
-        info.lastStep = steps.isNull(1) ? -1 : steps.i64(1);
+    if (packed()) {
+        std::set<std::int64_t> steps; // of the spans and the metrics
+        slicedCount(info, steps);
+        Query metricSteps(*this, QStringLiteral("SELECT DISTINCT step FROM metrics WHERE step >= 0"));
+        for (metricSteps.exec(); metricSteps.next();)
+            steps.insert(metricSteps.i64(0));
+        info.stepsRecorded = std::int64_t(steps.size());
+        info.lastStep = steps.empty() ? -1 : *steps.rbegin();
+    } else {
+        Query steps(*this,
+                    QStringLiteral("SELECT COUNT(*), MAX(step) FROM (SELECT step FROM spans WHERE step >= 0"
+                                   " UNION SELECT step FROM metrics WHERE step >= 0)"));
+        if (steps.exec().next()) {
+            info.stepsRecorded = steps.i64(0);
+            info.lastStep = steps.isNull(1) ? -1 : steps.i64(1);
+        }
     }
 
     Query loss(*this, QStringLiteral("SELECT value, step FROM metrics WHERE name = 'loss'"
@@ -733,6 +572,10 @@ SessionInfo SessionReader::info() const
                                       .arg(QLatin1String(column), QLatin1String(table)))
                          .scalar())
             newest = std::max(newest, *v);
+    }
+    if (packed()) {
+        std::int64_t first = newest;
+        slicedTimeRange(first, newest);
     }
     info.lastEventNs = newest;
     info.durationNs = info.complete && duration ? *duration : saturatingSub(newest, m_header.startNs);

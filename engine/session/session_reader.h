@@ -27,8 +27,10 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -133,7 +135,42 @@ public:
     void forEachLog(const std::function<void(const LogLine &)> &fn) const;
 
 private:
-    class Query; // a prepared forward-only query that throws SessionError on any failure
+    class Query;  // a prepared forward-only query that throws SessionError on any failure
+    struct Slice; // a packed row's key columns (version 4 on)
+
+    // Version 4 on, frames, spans and memory samples are packed in slices
+    // (event_slices.h); their version-1 tables are not read. The sliced*
+    // functions are those reads on the slices (session_reader_slices.cpp).
+    bool packed() const { return m_version >= 4; }
+    // Decodes each slice of `table` the query's `where` (over t_min, t_max,
+    // t_start_min, with `binds` for its ?s; may end in ORDER BY) selects and
+    // hands it to fn(slice, events), which returns false to stop.
+    template <class E, class Fn> void scanSlices(const char *table, const QString &where,
+                                                 std::initializer_list<std::int64_t> binds, Fn fn) const;
+    // The events of the slices selected that keep(e) accepts, in event-time
+    // order (ties in file order).
+    template <class E, class Keep> std::vector<E> slicedWindow(const char *table, const QString &where,
+                                                               std::initializer_list<std::int64_t> binds,
+                                                               Keep keep) const;
+    // Every event of `table`, streamed in event-time order or (byStart) start-time order.
+    template <class E>
+    void streamSlices(const char *table, bool byStart, const std::function<void(const E &)> &fn) const;
+    std::int64_t sliceExtent() const; // the largest t_max - t_min of a slice
+    std::vector<net::FrameEvent> slicedFrames(std::int64_t t0, std::int64_t t1) const;
+    std::vector<SpanEvent> slicedSpans(std::int64_t t0, std::int64_t t1) const;
+    std::vector<MemorySample> slicedMemory(std::int64_t t0, std::int64_t t1) const;
+    void slicedEventsIn(std::int64_t after, std::int64_t upTo, SessionEvents &out) const;
+    void slicedTimeRange(std::int64_t &first, std::int64_t &last) const;
+    std::optional<std::int64_t> slicedNextEventTime(std::int64_t tNs) const;
+    std::vector<MemorySample> slicedNewestMemory(std::int64_t tNs, bool stepPeaks) const;
+    std::optional<std::int64_t> slicedStepStart(std::int64_t step) const;
+    std::vector<CollectiveBoundary> slicedCollectives() const;
+    std::int64_t slicedMaxDuration(int spanKind) const; // -1: frames
+    // info()'s counts from the slices; the distinct steps >= 0 of the spans into `steps`.
+    void slicedCount(SessionInfo &info, std::set<std::int64_t> &steps) const;
+    void forEachSlicedFrame(const std::function<void(const net::FrameEvent &)> &fn) const;
+    void forEachSlicedSpanByStart(const std::function<void(const SpanEvent &)> &fn) const;
+    void forEachSlicedMemory(const std::function<void(const MemorySample &)> &fn) const;
 
     // Throws SessionError "FILE: reason".
     [[noreturn]] void fail(const QString &reason) const;
@@ -145,6 +182,7 @@ private:
     std::int64_t maxDuration(const QString &key, const char *table, int spanKind) const;
     std::vector<MemorySample> newestMemoryPerNode(std::int64_t tNs, bool stepPeaks) const;
     void countEvents(SessionInfo &info) const;
+    void countEventsTail(SessionInfo &info) const;
 
     QString m_path;
     int m_version = 0;

@@ -13,6 +13,7 @@
 #include "session_recorder.h"
 
 #include "event_rows.h"
+#include "event_slices.h"
 
 #include <QDateTime>
 #include <QFile>
@@ -77,6 +78,25 @@ const char *const kSchema[] = {
     "CREATE INDEX tensors_by_pause ON tensors (pause_id)",
 };
 
+// Version 4 adds the packed slices (event_slices.h): frames, spans and memory
+// samples go there and their version-1 tables stay empty. A slice is found by
+// its largest event time (windows, replay) or its smallest start (the whole
+// file in order, streamed).
+const char *const kSliceSchema[] = {
+    "CREATE TABLE frame_slices (id INTEGER PRIMARY KEY, t_min INTEGER NOT NULL, t_max INTEGER NOT NULL,"
+    " t_start_min INTEGER NOT NULL, count INTEGER NOT NULL, events BLOB NOT NULL)",
+    "CREATE INDEX frame_slices_by_max ON frame_slices (t_max)",
+    "CREATE INDEX frame_slices_by_start ON frame_slices (t_start_min)",
+    "CREATE TABLE span_slices (id INTEGER PRIMARY KEY, t_min INTEGER NOT NULL, t_max INTEGER NOT NULL,"
+    " t_start_min INTEGER NOT NULL, count INTEGER NOT NULL, events BLOB NOT NULL)",
+    "CREATE INDEX span_slices_by_max ON span_slices (t_max)",
+    "CREATE INDEX span_slices_by_start ON span_slices (t_start_min)",
+    "CREATE TABLE memory_slices (id INTEGER PRIMARY KEY, t_min INTEGER NOT NULL, t_max INTEGER NOT NULL,"
+    " t_start_min INTEGER NOT NULL, count INTEGER NOT NULL, events BLOB NOT NULL)",
+    "CREATE INDEX memory_slices_by_max ON memory_slices (t_max)",
+    "CREATE INDEX memory_slices_by_start ON memory_slices (t_start_min)",
+};
+
 // One prepared statement, reset after each run; binds are 1-based and run
 // in order through bind().
 class Statement {
@@ -101,6 +121,10 @@ public:
     void text(const std::string &s)
     {
         check(sqlite3_bind_text(m_stmt, ++m_next, s.data(), int(s.size()), SQLITE_STATIC));
+    }
+    void bytes(const std::string &b)
+    {
+        check(sqlite3_bind_blob64(m_stmt, ++m_next, b.data(), b.size(), SQLITE_STATIC));
     }
     void blob(const QByteArray &b) // a null QByteArray is NULL, as Qt Sql stored it
     {
@@ -192,6 +216,58 @@ private:
     std::string m_what;
 };
 
+// One slice table's INSERT (version 4): a batch's events of one kind, in
+// event-time order (ties in arrival order), cut into slices of at most
+// kSliceNs of event time and kSliceEvents events, one row each.
+class SliceInsert {
+public:
+    SliceInsert(sqlite3 *db, const char *table)
+        : m_stmt(db, std::string("INSERT INTO ") + table + " (" + EventSlices::kColumns +
+                         ") VALUES (?, ?, ?, ?, ?)")
+        , m_what(std::string("insert into ") + table + " failed")
+    {
+    }
+
+    // Returns the largest t_max - t_min written.
+    template <class Event> std::int64_t insert(const std::vector<Event> &events)
+    {
+        m_order.resize(events.size());
+        for (std::size_t i = 0; i < events.size(); ++i)
+            m_order[i] = {eventTimeNs(events[i]), i};
+        std::sort(m_order.begin(), m_order.end()); // (time, arrival): a stable sort by time
+        std::int64_t extent = 0;
+        for (std::size_t first = 0; first < m_order.size();) {
+            const std::int64_t tMin = m_order[first].first;
+            std::size_t last = first; // one past the slice
+            std::int64_t startMin = tMin;
+            m_blob.clear();
+            for (; last < m_order.size() && last - first < EventSlices::kSliceEvents &&
+                   m_order[last].first - tMin < EventSlices::kSliceNs;
+                 ++last) {
+                const Event &e = events[m_order[last].second];
+                startMin = std::min(startMin, startTimeNs(e));
+                EventSlices::append(m_blob, e);
+            }
+            const std::int64_t tMax = m_order[last - 1].first;
+            m_stmt.i64(tMin);
+            m_stmt.i64(tMax);
+            m_stmt.i64(startMin);
+            m_stmt.i64(std::int64_t(last - first));
+            m_stmt.bytes(m_blob);
+            m_stmt.run(m_what.c_str());
+            extent = std::max(extent, tMax - tMin);
+            first = last;
+        }
+        return extent;
+    }
+
+private:
+    Statement m_stmt;
+    std::string m_what;
+    std::vector<std::pair<std::int64_t, std::size_t>> m_order;
+    std::string m_blob;
+};
+
 } // namespace
 
 // The writer thread's side: the connection, its statements, and the running
@@ -225,6 +301,9 @@ public:
         m_metrics.reset();
         m_logs.reset();
         m_tensors.reset();
+        m_frameSlices.reset();
+        m_spanSlices.reset();
+        m_memorySlices.reset();
         m_meta.reset();
         m_begin.reset();
         m_commit.reset();
@@ -234,14 +313,19 @@ public:
     SessionWriter(const SessionWriter &) = delete;
     SessionWriter &operator=(const SessionWriter &) = delete;
 
-    void createSchema(const SessionHeader &h)
+    void createSchema(const SessionHeader &h, int version)
     {
+        m_packed = version >= 4;
         exec("BEGIN");
         for (const char *statement : kSchema)
             exec(statement);
+        if (m_packed) {
+            for (const char *statement : kSliceSchema)
+                exec(statement);
+        }
         prepareStatements();
         setMeta("format", std::string("smolcluster-session"));
-        setMeta("schema_version", std::int64_t(kSessionSchemaVersion));
+        setMeta("schema_version", std::int64_t(version));
         setMeta("created_utc", QDateTime::currentDateTimeUtc().toString(Qt::ISODate).toStdString());
 
         Statement run(m_db, "INSERT INTO run (id, strategy, model, nodes, steps, start_ns, config_json,"
@@ -269,17 +353,23 @@ public:
     void write(const SessionRecorder::Batch &b)
     {
         m_begin->run("cannot begin a transaction");
-        m_frames->insert(b.frames, [this](const net::FrameEvent &e, RowWriter &w) {
-            std::int64_t end = eventTimeNs(e), id = ++m_frameId;
-            m_maxFrameNs = std::max(m_maxFrameNs, end - e.sendStartNs);
-            EventRows::frame(w, e, end, id);
-        });
-        m_spans->insert(b.spans, [this](const SpanEvent &e, RowWriter &w) {
+        for (const net::FrameEvent &e : b.frames)
+            m_maxFrameNs = std::max(m_maxFrameNs, eventTimeNs(e) - e.sendStartNs);
+        for (const SpanEvent &e : b.spans) {
             auto &max = m_maxSpanNs[std::size_t(std::clamp(int(e.kind), 0, SpanEvent::kKinds - 1))];
             max = std::max(max, e.endNs - e.startNs);
-            EventRows::span(w, e);
-        });
-        m_memory->insert(b.memory);
+        }
+        if (m_packed) {
+            m_maxSliceNs = std::max({m_maxSliceNs, m_frameSlices->insert(b.frames),
+                                     m_spanSlices->insert(b.spans), m_memorySlices->insert(b.memory)});
+        } else {
+            m_frames->insert(b.frames, [this](const net::FrameEvent &e, RowWriter &w) {
+                std::int64_t end = eventTimeNs(e), id = ++m_frameId;
+                EventRows::frame(w, e, end, id);
+            });
+            m_spans->insert(b.spans);
+            m_memory->insert(b.memory);
+        }
         m_metrics->insert(b.metrics);
         m_logs->insert(b.logs);
         m_tensors->insert(b.tensors);
@@ -288,6 +378,10 @@ public:
         if (m_maxFrameNs != m_writtenMaxFrameNs) {
             setMeta("max_frame_ns", m_maxFrameNs);
             m_writtenMaxFrameNs = m_maxFrameNs;
+        }
+        if (m_packed && m_maxSliceNs != m_writtenMaxSliceNs) {
+            setMeta("max_slice_ns", m_maxSliceNs);
+            m_writtenMaxSliceNs = m_maxSliceNs;
         }
         for (int k = 0; k < SpanEvent::kKinds; ++k) {
             if (m_maxSpanNs[std::size_t(k)] != m_writtenMaxSpanNs[std::size_t(k)]) {
@@ -319,6 +413,11 @@ private:
         m_metrics = std::make_unique<BulkInsert>(m_db, "metrics", EventRows::kMetricColumns);
         m_logs = std::make_unique<BulkInsert>(m_db, "logs", EventRows::kLogColumns);
         m_tensors = std::make_unique<BulkInsert>(m_db, "tensors", EventRows::kTensorColumns);
+        if (m_packed) {
+            m_frameSlices = std::make_unique<SliceInsert>(m_db, "frame_slices");
+            m_spanSlices = std::make_unique<SliceInsert>(m_db, "span_slices");
+            m_memorySlices = std::make_unique<SliceInsert>(m_db, "memory_slices");
+        }
         m_meta = std::make_unique<Statement>(m_db, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)");
         m_begin = std::make_unique<Statement>(m_db, "BEGIN");
         m_commit = std::make_unique<Statement>(m_db, "COMMIT");
@@ -362,16 +461,23 @@ private:
 
     sqlite3 *m_db = nullptr;
     std::unique_ptr<BulkInsert> m_frames, m_spans, m_memory, m_metrics, m_logs, m_tensors;
+    std::unique_ptr<SliceInsert> m_frameSlices, m_spanSlices, m_memorySlices; // version 4 on
+    bool m_packed = false;
+    std::int64_t m_maxSliceNs = 0, m_writtenMaxSliceNs = -1;
     std::unique_ptr<Statement> m_meta, m_begin, m_commit;
     std::int64_t m_frameId = 0; // frames have no rowid: ids in arrival order break ties of t_end
     std::int64_t m_maxFrameNs = 0, m_writtenMaxFrameNs = -1;
     std::array<std::int64_t, SpanEvent::kKinds> m_maxSpanNs{}, m_writtenMaxSpanNs{-1, -1, -1, -1, -1, -1};
 };
 
-SessionRecorder::SessionRecorder(const QString &path, const SessionHeader &header, bool overwrite)
+SessionRecorder::SessionRecorder(const QString &path, const SessionHeader &header, bool overwrite,
+                                 int schemaVersion)
     : m_path(path)
+    , m_schemaVersion(schemaVersion)
 {
     const std::string file = path.toStdString();
+    if (schemaVersion != 3 && schemaVersion != kSessionSchemaVersion)
+        throw SessionError(file + ": cannot write schema version " + std::to_string(schemaVersion));
     if (QFileInfo::exists(path) && !overwrite)
         throw SessionError(file + ": exists already (refusing to overwrite it)");
     // A stale -wal next to a fresh file would be replayed into it: remove
@@ -415,25 +521,44 @@ void setWriterPriority(std::thread::native_handle_type thread, bool idle)
 
 template <class T> void SessionRecorder::enqueue(std::vector<T> Batch::*queue, const T &event)
 {
-    std::lock_guard<std::mutex> lock(m_mutex);
-    if (!m_accepting)
-        return;
-    if (!m_boosted && m_queued > 0 &&
-        net::monotonicNs() - m_lastCommitNs.load(std::memory_order_relaxed) > kBoostAfterNs) {
-        setWriterPriority(m_writer.native_handle(), false); // starved: back to a fair share
-        m_boosted = true;
+    bool full = false;
+    {
+        // The only work under the lock the writer shares: a copy into a
+        // vector that keeps its capacity from batch to batch.
+        std::lock_guard<std::mutex> lock(m_mutex);
+        if (!m_accepting)
+            return;
+        (m_queue.*queue).push_back(event);
+        full = ++m_queued == kBatchRows;
     }
-    (m_queue.*queue).push_back(event);
-    if (++m_queued == kBatchRows) {
+    if (full) {
         // A full batch: the writer is needed now, not at the next idle
         // moment (on a busy machine an idle-priority thread may wait
-        // until the 120 ms boost above).
-        if (!m_boosted) {
-            setWriterPriority(m_writer.native_handle(), false);
-            m_boosted = true;
-        }
-        m_wake.notify_one();
+        // until the 120 ms boost below).
+        boostWriter();
+        wakeWriter();
+    } else if (!m_boosted.load(std::memory_order_relaxed) &&
+               net::monotonicNs() - m_lastCommitNs.load(std::memory_order_relaxed) > kBoostAfterNs) {
+        boostWriter(); // starved: back to a fair share
     }
+}
+
+void SessionRecorder::boostWriter()
+{
+    std::lock_guard<std::mutex> lock(m_priorityMutex);
+    if (!m_boosted.load(std::memory_order_relaxed)) {
+        setWriterPriority(m_writer.native_handle(), false);
+        m_boosted.store(true, std::memory_order_relaxed);
+    }
+}
+
+void SessionRecorder::wakeWriter()
+{
+    {
+        std::lock_guard<std::mutex> lock(m_wakeMutex);
+        m_kicked = true;
+    }
+    m_wake.notify_one();
 }
 
 void SessionRecorder::onFrame(const net::FrameEvent &event)
@@ -477,12 +602,9 @@ void SessionRecorder::finish(std::optional<double> finalLoss, std::optional<std:
         m_stopping = true;
         m_end.finalLoss = finalLoss;
         m_end.endNs = endNs ? *endNs : net::monotonicNs();
-        if (!m_boosted) { // the caller waits for the writer
-            setWriterPriority(m_writer.native_handle(), false);
-            m_boosted = true;
-        }
     }
-    m_wake.notify_one();
+    boostWriter(); // the caller waits for the writer
+    wakeWriter();
     m_writer.join();
     const std::string failure = error();
     if (!failure.empty())
@@ -493,6 +615,31 @@ std::string SessionRecorder::error() const
 {
     std::lock_guard<std::mutex> lock(m_mutex);
     return m_error;
+}
+
+// Takes the queue, at normal priority while m_mutex is held. A full batch
+// waiting (events come faster than a commit interval's worth) or finish()
+// waiting on us: the writer stays at normal priority, as idle priority would
+// only let the backlog grow.
+SessionRecorder::Swap SessionRecorder::swapQueue(Batch &batch)
+{
+    std::lock_guard<std::mutex> priority(m_priorityMutex);
+    const bool wasBoosted = m_boosted.load(std::memory_order_relaxed);
+    if (!wasBoosted)
+        setWriterPriority(::pthread_self(), false);
+    Swap swap;
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        swap.behind = m_stopping || m_queued >= kBatchRows;
+        swap.stopping = m_stopping;
+        std::swap(batch, m_queue);
+        m_queued = 0;
+    }
+    if (swap.behind)
+        m_boosted.store(true, std::memory_order_relaxed);
+    else if (!wasBoosted)
+        setWriterPriority(::pthread_self(), true);
+    return swap;
 }
 
 void SessionRecorder::writerMain(const SessionHeader &header, std::promise<void> *ready)
@@ -510,7 +657,7 @@ void SessionRecorder::writerMain(const SessionHeader &header, std::promise<void>
     std::unique_ptr<SessionWriter> writer;
     try {
         writer = std::make_unique<SessionWriter>(m_path);
-        writer->createSchema(header);
+        writer->createSchema(header, m_schemaVersion);
     } catch (const SessionError &e) {
         writer.reset();
         ready->set_exception(std::make_exception_ptr(SessionError(m_path.toStdString() + ": " + e.what())));
@@ -523,23 +670,15 @@ void SessionRecorder::writerMain(const SessionHeader &header, std::promise<void>
     batch.frames.reserve(kBatchRows);
     auto deadline = std::chrono::steady_clock::now() + kCommitInterval;
     for (;;) {
-        bool stopping = false;
-        bool behind = false;
         {
-            std::unique_lock<std::mutex> lock(m_mutex);
-            m_wake.wait_until(lock, deadline, [this] { return m_stopping || m_queued >= kBatchRows; });
-            // A full batch waiting (events come faster than a commit
-            // interval's worth), or finish() waiting on us: idle priority
-            // would only let the backlog grow.
-            behind = m_stopping || m_queued >= kBatchRows;
-            if (behind && !m_boosted) {
-                setWriterPriority(::pthread_self(), false);
-                m_boosted = true;
-            }
-            std::swap(batch, m_queue);
-            m_queued = 0;
-            stopping = m_stopping;
+            // Waiting takes a mutex of its own: m_mutex is never held by
+            // this thread while it is at idle priority, where a busy machine
+            // could keep it descheduled with the run's threads blocked on it.
+            std::unique_lock<std::mutex> lock(m_wakeMutex);
+            m_wake.wait_until(lock, deadline, [this] { return m_kicked; });
+            m_kicked = false;
         }
+        const Swap swap = swapQueue(batch);
         deadline = std::chrono::steady_clock::now() + kCommitInterval;
         const std::size_t rows = batch.size();
         try {
@@ -547,14 +686,14 @@ void SessionRecorder::writerMain(const SessionHeader &header, std::promise<void>
                 writer->write(batch);
             m_written.fetch_add(rows, std::memory_order_relaxed);
             m_lastCommitNs = net::monotonicNs();
-            {
-                std::lock_guard<std::mutex> lock(m_mutex);
-                if (m_boosted && !behind) { // caught up: back to the idle moments
+            if (!swap.behind) { // caught up: back to the idle moments
+                std::lock_guard<std::mutex> lock(m_priorityMutex);
+                if (m_boosted.load(std::memory_order_relaxed)) {
                     setWriterPriority(::pthread_self(), true);
-                    m_boosted = false;
+                    m_boosted.store(false, std::memory_order_relaxed);
                 }
             }
-            if (stopping)
+            if (swap.stopping)
                 writer->writeEnd(startNs, m_end, eventsWritten());
         } catch (const SessionError &e) {
             std::lock_guard<std::mutex> lock(m_mutex);
@@ -564,7 +703,7 @@ void SessionRecorder::writerMain(const SessionHeader &header, std::promise<void>
             break;
         }
         batch.clear();
-        if (stopping)
+        if (swap.stopping)
             break;
     }
     writer.reset();

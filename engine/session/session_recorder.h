@@ -5,11 +5,14 @@
 // The on* methods only append the event to an in-memory queue under a mutex
 // (tens of nanoseconds; no SQL on the caller's thread). One writer thread
 // owns the database connection and drains the queue in batched
-// transactions: at least every 100 ms, sooner when ~20k rows are waiting.
+// transactions: at least every 100 ms, sooner when ~20k events are waiting.
 // It runs at idle priority while it keeps up, at normal priority while a
-// full batch is waiting (measured end to end on 1M frames with `smolctl bench
-// session`: 1.2-1.37M events/s on the 2-core machine when quiet, 0.57-0.98M
-// while other builds kept its load at 5-8; SQLite's B-tree insert is most of it).
+// full batch is waiting, and at normal priority whenever it holds the
+// queue's mutex (for a swap only), so a descheduled idle thread never keeps
+// the run's threads waiting on it. Frames, spans and memory samples are
+// written packed, one row per time slice (schema version 4,
+// event_slices.h): a few rows per commit instead of one B-tree insert per
+// event (the version-3 writer spent most of its time there).
 // WAL journal with synchronous=NORMAL: a committed batch survives a kill -9
 // of this process, so a crash loses at most the events of the last commit
 // interval plus the batch being written (well under 250 ms).
@@ -46,8 +49,11 @@ public:
 
     // Creates `path`, writes the schema and `header`, starts the writer.
     // Throws SessionError when the file exists (unless `overwrite`) or cannot
-    // be created.
-    SessionRecorder(const QString &path, const SessionHeader &header, bool overwrite = false);
+    // be created. `schemaVersion` 3 writes the unpacked rows of version 3
+    // (what tests of the older read path need); only 3 and
+    // kSessionSchemaVersion are accepted.
+    SessionRecorder(const QString &path, const SessionHeader &header, bool overwrite = false,
+                    int schemaVersion = kSessionSchemaVersion);
     ~SessionRecorder() override; // close(); a writer failure is dropped here
     SessionRecorder(const SessionRecorder &) = delete;
     SessionRecorder &operator=(const SessionRecorder &) = delete;
@@ -80,12 +86,22 @@ private:
         std::int64_t endNs = 0;
     };
 
+    struct Swap {
+        bool behind = false; // a full batch or finish() was waiting
+        bool stopping = false;
+    };
+
     template <class T> void enqueue(std::vector<T> Batch::*queue, const T &event);
+    void boostWriter(); // to normal priority (m_priorityMutex)
+    void wakeWriter();  // before its commit interval is up
+    Swap swapQueue(Batch &batch);
     void writerMain(const SessionHeader &header, std::promise<void> *ready);
 
     const QString m_path;
+    const int m_schemaVersion;
+    // m_mutex guards the queue and the state below it up to m_error; held
+    // by the writer only for a swap, at normal priority.
     mutable std::mutex m_mutex;
-    std::condition_variable m_wake;
     Batch m_queue;
     std::size_t m_queued = 0; // rows in m_queue
     bool m_accepting = true;  // false after finish() or a writer failure
@@ -93,11 +109,18 @@ private:
     End m_end;
     std::string m_error;
     std::atomic<std::uint64_t> m_written{0};
+    // The writer sleeps on m_wake (with m_wakeMutex and m_kicked) until the
+    // commit interval is up or a full batch or finish() kicks it.
+    std::mutex m_wakeMutex;
+    std::condition_variable m_wake;
+    bool m_kicked = false;
     // The writer runs at idle priority; a producer that sees the last commit
-    // more than kBoostAfter ago raises it back to normal (m_mutex guards
-    // m_boosted) so a saturated machine cannot starve it past the 250 ms bound.
+    // more than kBoostAfter ago raises it back to normal so a saturated
+    // machine cannot starve it past the 250 ms bound. Changes of priority
+    // and of m_boosted happen under m_priorityMutex.
     std::atomic<std::int64_t> m_lastCommitNs{0};
-    bool m_boosted = false;
+    std::mutex m_priorityMutex;
+    std::atomic<bool> m_boosted{false};
     std::thread m_writer;
     bool m_finished = false;
 };

@@ -27,6 +27,7 @@
 #include "flat_state.h"
 
 #include "engine/comm_queue.h"
+#include "engine/grad_compressor.h"
 #include "engine/memory_tracker.h"
 #include "engine/tensor_bridge.h"
 #include "net/communicator.h"
@@ -70,6 +71,14 @@ public:
             ++b.params;
             m_bucketOf[i] = m_buckets.size() - 1;
         }
+        // Compression sees each bucket's parameters with their shapes.
+        m_compressor = makeGradCompressor(ctx.compression);
+        m_pieces.assign(m_buckets.size(), {});
+        for (std::size_t i = 0; i < slots.size(); ++i) {
+            auto &pieces = m_pieces[m_bucketOf[i]];
+            pieces.insert(pieces.begin(), BucketPiece{slots[i].name, slots[i].offset - m_buckets[m_bucketOf[i]].begin,
+                                                      slots[i].shape});
+        }
         m_slotReady.assign(slots.size(), false);
         net::Communicator *comm = ctx.comm;
         m_queue = std::make_unique<CommQueue>(memory::currentNode(), [comm] {
@@ -83,6 +92,16 @@ public:
             m_hookKeys.push_back(acc->add_post_hook(std::make_unique<ReadyHook>(this, i)));
             m_accumulators.push_back(std::move(acc));
         }
+    }
+
+    // Compression's state between steps (PowerSGD's error buffers and
+    // warm-start Qs) is held like optimizer state.
+    net::MemoryByCategory memory() const override
+    {
+        net::MemoryByCategory m = ReplicatedFlatState::memory();
+        if (m_compressor)
+            m.optimizer += m_compressor->stateBytes();
+        return m;
     }
 
     double step(std::int64_t step) override
@@ -140,17 +159,24 @@ private:
             if (last && !all)
                 return;
             const Bucket &b = m_buckets[m_launched];
-            const net::TensorView view = viewOf(m_flat->grads().narrow(0, b.begin, b.numel));
+            const torch::Tensor grads = m_flat->grads().narrow(0, b.begin, b.numel);
             net::Communicator *comm = m_ctx.comm;
+            GradCompressor *compressor = m_compressor.get();
+            const std::vector<BucketPiece> *pieces = &m_pieces[m_launched];
+            const std::size_t index = m_launched;
             std::string name = "grads.bucket" + std::to_string(m_launched);
             ++m_launched;
+            auto reduce = [comm, compressor, pieces, index, grads, name = std::move(name)] {
+                if (compressor)
+                    compressor->allReduceMean(*comm, grads, index, *pieces, name);
+                else
+                    comm->allReduce(viewOf(grads), net::ReduceOp::Average, name);
+            };
             if (last) {
                 m_queue->drain();
-                comm->allReduce(view, net::ReduceOp::Average, name);
+                reduce();
             } else {
-                m_queue->submit([comm, view, name = std::move(name)] {
-                    comm->allReduce(view, net::ReduceOp::Average, name);
-                });
+                m_queue->submit(std::move(reduce));
             }
         }
     }
@@ -161,6 +187,8 @@ private:
     std::vector<std::shared_ptr<torch::autograd::Node>> m_accumulators;
     std::vector<std::uintptr_t> m_hookKeys; // by accumulator: its ReadyHook
     std::size_t m_launched = 0;
+    std::unique_ptr<GradCompressor> m_compressor; // null: plain all-reduces
+    std::vector<std::vector<BucketPiece>> m_pieces; // by bucket, in flat order
     std::unique_ptr<CommQueue> m_queue; // last member: its thread goes first
 };
 

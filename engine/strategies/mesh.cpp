@@ -9,6 +9,7 @@
 #include "engine/strategy.h"
 
 #include "engine/flat_params.h"
+#include "engine/grad_compressor.h"
 #include "engine/models/gpt_model.h"
 #include "engine/placement.h"
 #include "engine/strategies/gpt_parallel.h"
@@ -121,6 +122,10 @@ public:
         const std::int64_t n = m_flat->numel();
         if (m_dpMode == "ddp" || !m_data.comm) {
             m_opt = std::make_unique<FlatOptimizer>(ctx.optimizer, n);
+            if (m_data.comm) // the dp axis's all-reduce, compressed as --compress asks
+                m_compressor = makeGradCompressor(ctx.compression);
+            for (const auto &slot : m_flat->slots())
+                m_pieces.push_back(BucketPiece{slot.name, slot.offset, slot.shape});
         } else {
             m_shard = net::Communicator::chunk(std::size_t(n), m_data.comm->worldSize(), m_data.comm->rank());
             m_opt = std::make_unique<FlatOptimizer>(ctx.optimizer, std::int64_t(m_shard.count));
@@ -165,8 +170,11 @@ public:
 
     net::MemoryByCategory memory() const override
     {
-        if (!zero3())
-            return heldBytes(m_flat->values(), m_flat->grads(), m_opt.get());
+        if (!zero3()) {
+            net::MemoryByCategory m = heldBytes(m_flat->values(), m_flat->grads(), m_opt.get());
+            m.optimizer += m_compressor ? m_compressor->stateBytes() : 0; // PowerSGD's error buffers and Qs
+            return m;
+        }
         net::MemoryByCategory m = heldBytes(m_shardValues, m_shardGrads, m_opt.get());
         if (m_held) { // the stage in full beside the chunk
             const net::MemoryByCategory full = heldBytes(m_flat->values(), m_flat->grads(), nullptr);
@@ -352,7 +360,10 @@ private:
             return;
         }
         if (m_dpMode == "ddp") {
-            m_data.comm->allReduce(viewOf(grads), net::ReduceOp::Average, "grads");
+            if (m_compressor)
+                m_compressor->allReduceMean(*m_data.comm, grads, 0, m_pieces, "grads");
+            else
+                m_data.comm->allReduce(viewOf(grads), net::ReduceOp::Average, "grads");
             m_opt->step(values, grads);
             return;
         }
@@ -439,6 +450,8 @@ private:
     std::map<std::string, std::int64_t> m_fullNumel; // every parameter's, before any cut
     std::unique_ptr<FlatParams> m_flat;
     std::unique_ptr<FlatOptimizer> m_opt;
+    std::unique_ptr<GradCompressor> m_compressor; // dp=ddp with --compress
+    std::vector<BucketPiece> m_pieces;            // this stage's parameters, for it
     net::ChunkRange m_shard; // zero1/2/3: this node's chunk of the flat vector
     torch::Tensor m_shardValues, m_shardGrads; // zero3: the chunk kept between steps
     std::atomic<bool> m_held{false};           // zero3: the stage's full parameters are materialised

@@ -79,6 +79,7 @@ void ringReduceScatterPhase(const Call &c, TensorView buf, unsigned phase);
 void ringAllGatherPhase(const Call &c, TensorView buf, unsigned phase);
 
 void ringAllReduce(const Call &c, TensorView buf, ReduceOp op);
+void doublingAllReduce(const Call &c, TensorView buf, ReduceOp op);
 void ringReduceScatter(const Call &c, TensorView buf, ReduceOp op);
 void ringAllGather(const Call &c, TensorView buf);
 void chainBroadcast(const Call &c, TensorView buf, int root);

@@ -4,10 +4,15 @@
 #include "collective.h"
 
 #include "../errors.h"
+#include "../half_convert.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace smol::net::detail {
 
@@ -51,11 +56,75 @@ template <typename T> void divT(void *buf, std::size_t n, int world)
     }
 }
 
+// 16-bit floats: widened to float32, added or scaled there, rounded back
+// (to nearest even) once per operation, as a reduction in half precision on
+// hardware without half arithmetic does. Both orders of an addition give
+// the same bits, so every rank of a reduction ends with the same values.
+template <float (*Widen)(std::uint16_t), std::uint16_t (*Narrow)(float)>
+void sumHalfT(void *acc, const void *in, std::size_t n, std::size_t from = 0)
+{
+    auto *a = static_cast<std::uint16_t *>(acc);
+    const auto *b = static_cast<const std::uint16_t *>(in);
+    for (std::size_t i = from; i < n; ++i)
+        a[i] = Narrow(Widen(a[i]) + Widen(b[i]));
+}
+
+template <float (*Widen)(std::uint16_t), std::uint16_t (*Narrow)(float)>
+void divHalfT(void *buf, std::size_t n, int world, std::size_t from = 0)
+{
+    auto *a = static_cast<std::uint16_t *>(buf);
+    const float inv = 1.0f / float(world);
+    for (std::size_t i = from; i < n; ++i)
+        a[i] = Narrow(Widen(a[i]) * inv);
+}
+
+// float16 through F16C where the CPU has it (every x86-64 since 2013): 8
+// lanes converted per instruction instead of a branchy scalar conversion,
+// rounding to nearest even like the scalar path (the same bits).
+#if defined(__x86_64__)
+bool hasF16c()
+{
+    static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    return has;
+}
+
+__attribute__((target("avx,f16c"))) std::size_t sumHalfF16c(void *acc, const void *in, std::size_t n)
+{
+    auto *a = static_cast<std::uint16_t *>(acc);
+    const auto *b = static_cast<const std::uint16_t *>(in);
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(a + i)));
+        const __m256 y = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b + i)));
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(a + i), _mm256_cvtps_ph(_mm256_add_ps(x, y), _MM_FROUND_TO_NEAREST_INT));
+    }
+    return i; // the tail: scalar
+}
+
+__attribute__((target("avx,f16c"))) std::size_t scaleHalfF16c(void *buf, std::size_t n, float factor)
+{
+    auto *a = static_cast<std::uint16_t *>(buf);
+    const __m256 f = _mm256_set1_ps(factor);
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(a + i)));
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(a + i), _mm256_cvtps_ph(_mm256_mul_ps(x, f), _MM_FROUND_TO_NEAREST_INT));
+    }
+    return i;
+}
+#else
+bool hasF16c() { return false; }
+std::size_t sumHalfF16c(void *, const void *, std::size_t) { return 0; }
+std::size_t scaleHalfF16c(void *, std::size_t, float) { return 0; }
+#endif
+
 // Calls f with a value of dtype's element type: the one place a kernel is
-// chosen by dtype.
+// chosen by dtype (the 16-bit floats have kernels of their own, above).
 template <class F> void withElementType(DType dtype, F &&f)
 {
     switch (dtype) {
+    case DType::Float16:
+    case DType::BFloat16: return;
     case DType::Float32: return f(float{});
     case DType::Float64: return f(double{});
     case DType::Int64: return f(std::int64_t{});
@@ -71,6 +140,10 @@ constexpr unsigned kStepBits = 12;
 
 void reduceSum(DType dtype, void *acc, const void *in, std::size_t count)
 {
+    if (dtype == DType::Float16)
+        return sumHalfT<half::toFloat, half::fromFloat>(acc, in, count, hasF16c() ? sumHalfF16c(acc, in, count) : 0);
+    if (dtype == DType::BFloat16)
+        return sumHalfT<bfloat16::toFloat, bfloat16::fromFloat>(acc, in, count);
     withElementType(dtype, [&](auto element) { sumT<decltype(element)>(acc, in, count); });
 }
 
@@ -78,6 +151,11 @@ void divideBy(DType dtype, void *buf, std::size_t count, int world)
 {
     if (world <= 1)
         return;
+    if (dtype == DType::Float16)
+        return divHalfT<half::toFloat, half::fromFloat>(buf, count, world,
+                                                        hasF16c() ? scaleHalfF16c(buf, count, 1.0f / float(world)) : 0);
+    if (dtype == DType::BFloat16)
+        return divHalfT<bfloat16::toFloat, bfloat16::fromFloat>(buf, count, world);
     withElementType(dtype, [&](auto element) { divT<decltype(element)>(buf, count, world); });
 }
 
