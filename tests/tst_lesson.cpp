@@ -1,6 +1,6 @@
 // Lesson files (app/lesson.h): the parser's line-and-field errors, the
 // expression language, the rule that a revealed number is measured, value
-// formatting, and the five shipped lessons.
+// formatting, and the shipped lessons.
 #include "app/lessons/lesson.h"
 
 #include <QtTest>
@@ -123,6 +123,29 @@ private Q_SLOTS:
         QCOMPARE(n.steps[0].run->settings.value(QStringLiteral("mesh")), QStringLiteral("dp=2,pp=2"));
     }
 
+    // compress=, compress-start=, allreduce= as smolctl train's options;
+    // link=all:MBIT:MS sets every rank's links (a rank's own link= wins).
+    void parsesCompressionAndAllLinks()
+    {
+        const Lesson l = parseLesson("lesson: x\nstep: a\nrun: strategy=ddp nodes=3 compress=powersgd:2 "
+                                     "compress-start=0 allreduce=doubling link=all:100:1 link=2:20\n",
+                                     "c.lesson");
+        const LessonRun &run = *l.steps[0].run;
+        QCOMPARE(run.settings.value(QStringLiteral("compress")), QStringLiteral("powersgd:2"));
+        QCOMPARE(run.settings.value(QStringLiteral("compress-start")), QStringLiteral("0"));
+        QCOMPARE(run.settings.value(QStringLiteral("allreduce")), QStringLiteral("doubling"));
+        QCOMPARE(run.links.size(), 3);
+        for (int rank : {0, 1}) {
+            QCOMPARE(run.links.value(rank).mbit, 100.0);
+            QCOMPARE(run.links.value(rank).latencyMs, 1.0);
+        }
+        QCOMPARE(run.links.value(2).mbit, 20.0);
+        QCOMPARE(run.links.value(2).latencyMs, 0.0);
+        const Lesson f = parseLesson("lesson: x\nstep: a\nrun: strategy=ddp compress=fp16 link=all:50\n", "f.lesson");
+        QCOMPARE(f.steps[0].run->links.size(), 4); // the default 4 nodes
+        QCOMPARE(f.steps[0].run->settings.value(QStringLiteral("compress")), QStringLiteral("fp16"));
+    }
+
     void errorsNameTheLineAndField_data()
     {
         QTest::addColumn<QString>("text");
@@ -167,6 +190,17 @@ private Q_SLOTS:
                                         << "t.lesson:3: run mesh: 'dp=2,pp=2' has 4 nodes, nodes=3";
         QTest::newRow("mesh needs gpt") << head + "run: strategy=ddp mesh=dp=2,tp=2\n"
                                         << "t.lesson:3: run mesh: 'dp=2,tp=2' splits attention (tp, cp): it needs model=gpt";
+        QTest::newRow("bad compress") << head + "run: strategy=ddp compress=zip\n" << "t.lesson:3: run compress: ";
+        QTest::newRow("bad powersgd rank") << head + "run: strategy=ddp compress=powersgd:0\n"
+                                           << "t.lesson:3: run compress: ";
+        QTest::newRow("compress not ddp") << head + "run: strategy=zero2 compress=fp16\n"
+                                          << "t.lesson:3: run compress: compresses ddp's all-reduce";
+        QTest::newRow("bad compress start") << head + "run: strategy=ddp compress-start=-1\n"
+                                            << "t.lesson:3: run compress-start: '-1' is not a whole number";
+        QTest::newRow("bad allreduce") << head + "run: strategy=ddp allreduce=tree\n"
+                                       << "t.lesson:3: run allreduce: 'tree' is not one of ring, doubling, auto";
+        QTest::newRow("bad all link") << head + "run: strategy=ddp link=all\n"
+                                      << "t.lesson:3: run link: 'all' is not RANK:MBIT[:MS] or all:MBIT[:MS]";
         QTest::newRow("bad record") << head + "run: strategy=ddp record=maybe\n" << "t.lesson:3: run record: 'maybe' is not yes or no";
         QTest::newRow("deep") << head + "reveal: r\nmeasure: " + QString(100, '(') + "params" + QString(100, ')') + "\n"
                               << "t.lesson:4: measure: too deeply nested";
@@ -257,8 +291,8 @@ private Q_SLOTS:
     void shippedLessonsParse()
     {
         const auto shipped = shippedLessons();
-        QCOMPARE(shipped.keys(), QStringList({"3d-parallelism", "bad-gradient", "pipeline-bubbles", "ring-allreduce",
-                                              "stragglers", "zero"}));
+        QCOMPARE(shipped.keys(), QStringList({"3d-parallelism", "bad-gradient", "compression", "pipeline-bubbles",
+                                              "ring-allreduce", "stragglers", "zero"}));
         for (auto it = shipped.cbegin(); it != shipped.cend(); ++it) {
             const Lesson l = loadLesson(it.value());
             QVERIFY2(!l.title.isEmpty(), qPrintable(it.key()));

@@ -56,6 +56,13 @@ struct RunSettings {
     // A device mesh, "dp=2,tp=2,pp=2" (net/device_mesh.h); "" = none. Its
     // product is the node count; `strategy` says what its dp axis does.
     QString mesh;
+    // ddp's gradient compression (alone or a mesh's dp axis): "none", "fp16",
+    // "bf16" or "powersgd:R" (engine/compression_config.h); PowerSGD's plain
+    // steps first; our all-reduce: "ring", "doubling", "auto", or "" for the
+    // engine's default (the ring, or auto when compressing).
+    QString compression = QStringLiteral("none");
+    qint64 compressStart = 10;
+    QString allReduce;
 };
 
 // What a finished run measured, by rank, for lessons (app/lesson_runner.h):

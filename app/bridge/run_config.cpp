@@ -3,6 +3,7 @@
 #include "engine/trainer.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace smol::app {
 
@@ -25,6 +26,14 @@ engine::TrainConfig trainConfigOf(const RunSettings &s)
     c.backend = s.backend == QLatin1String("gloo") ? engine::TrainConfig::Backend::Gloo
                                                    : engine::TrainConfig::Backend::Ours;
     c.mesh = s.mesh.trimmed().toStdString();
+    // The window and the lessons give parsed values; a bad one runs plain.
+    try {
+        c.compression = engine::parseCompression(s.compression.toStdString());
+    } catch (const std::invalid_argument &) {
+        c.compression = {};
+    }
+    c.compression.startStep = s.compressStart;
+    c.allReduce = s.allReduce.toStdString();
     c.testEvery = s.testEvery >= 0
                       ? s.testEvery
                       : std::max<std::int64_t>(1, s.steps / 25); // ~25 points on the chart's test curve
@@ -50,6 +59,9 @@ RunSettings runSettingsOf(const engine::TrainConfig &c)
     s.backend =
         c.backend == engine::TrainConfig::Backend::Gloo ? QStringLiteral("gloo") : QStringLiteral("ours");
     s.mesh = QString::fromStdString(c.mesh);
+    s.compression = QString::fromStdString(c.compression.text());
+    s.compressStart = c.compression.startStep;
+    s.allReduce = QString::fromStdString(c.allReduce);
     return s;
 }
 

@@ -1,5 +1,6 @@
 #include "lesson.h"
 
+#include "engine/compression_config.h"
 #include "engine/session/figure_table.h"
 #include "engine/strategies/strategy_registry.h"
 #include "net/device_mesh.h"
@@ -168,6 +169,7 @@ const QStringList kRunKeys = {
     QStringLiteral("placement"), QStringLiteral("micro-batches"), QStringLiteral("schedule"),
     QStringLiteral("slow-motion"), QStringLiteral("slow"),       QStringLiteral("link"),
     QStringLiteral("test-every"), QStringLiteral("record"),      QStringLiteral("mesh"),
+    QStringLiteral("compress"),   QStringLiteral("compress-start"), QStringLiteral("allreduce"),
 };
 QStringList strategyList()
 {
@@ -177,6 +179,7 @@ QStringList strategyList()
     return out;
 }
 const QStringList kStrategies = strategyList();
+const QStringList kAllReduces = {QStringLiteral("ring"), QStringLiteral("doubling"), QStringLiteral("auto")};
 const QStringList kTabs = {QStringLiteral("node"),      QStringLiteral("memory"),  QStringLiteral("shards"),
                            QStringLiteral("placement"), QStringLiteral("inspector"), QStringLiteral("log"),
                            QStringLiteral("charts"),    QStringLiteral("timeline")};
@@ -345,9 +348,55 @@ private:
             fail(field, QStringLiteral("'%1' splits attention (tp, cp): it needs model=gpt").arg(spec));
     }
 
+    // One plain setting's value: in its range, one of its choices.
+    void checkSetting(const QString &field, const QString &k, const QString &v) const
+    {
+        if (k == QLatin1String("strategy") && !kStrategies.contains(v))
+            fail(field, QStringLiteral("'%1' is not one of %2").arg(v, kStrategies.join(", ")));
+        if (k == QLatin1String("model") && v != QLatin1String("mlp") && v != QLatin1String("gpt"))
+            fail(field, QStringLiteral("'%1' is not mlp or gpt").arg(v));
+        if (k == QLatin1String("optimizer") && v != QLatin1String("sgd") && v != QLatin1String("adam"))
+            fail(field, QStringLiteral("'%1' is not sgd or adam").arg(v));
+        if (k == QLatin1String("schedule") && v != QLatin1String("gpipe") && v != QLatin1String("1f1b"))
+            fail(field, QStringLiteral("'%1' is not gpipe or 1f1b").arg(v));
+        if (k == QLatin1String("nodes"))
+            integer(field, v, 1, 64);
+        if (k == QLatin1String("batch"))
+            integer(field, v, 1, 1 << 20);
+        if (k == QLatin1String("steps"))
+            integer(field, v, 1, 1000000);
+        if (k == QLatin1String("micro-batches"))
+            integer(field, v, 1, 4096);
+        if (k == QLatin1String("test-every"))
+            integer(field, v, 0, 1000000);
+        if (k == QLatin1String("seed"))
+            integer(field, v, 0, 2147483647);
+        if (k == QLatin1String("lr"))
+            number(field, v, 1e-9, 100);
+        if (k == QLatin1String("slow-motion"))
+            number(field, v, 1, 100);
+        if (k == QLatin1String("compress"))
+            checkCompression(field, v);
+        if (k == QLatin1String("compress-start"))
+            integer(field, v, 0, 100000000);
+        if (k == QLatin1String("allreduce") && !kAllReduces.contains(v))
+            fail(field, QStringLiteral("'%1' is not one of %2").arg(v, kAllReduces.join(", ")));
+    }
+
+    // compress=none|fp16|bf16|powersgd:R, as smolctl train's --compress.
+    void checkCompression(const QString &field, const QString &v) const
+    {
+        try {
+            engine::parseCompression(v.toStdString());
+        } catch (const std::invalid_argument &e) {
+            fail(field, QString::fromUtf8(e.what()));
+        }
+    }
+
     LessonRun parseRun(const QString &value)
     {
         LessonRun run;
+        std::optional<LessonRun::Link> allLinks;
         const QStringList words = value.split(QRegularExpression(QStringLiteral("\\s+")), Qt::SkipEmptyParts);
         if (words.isEmpty())
             fail(m_key, QStringLiteral("needs key=value settings (strategy=ddp nodes=4 ...)"));
@@ -371,11 +420,14 @@ private:
             if (k == QLatin1String("link")) {
                 const QStringList p = v.split(':');
                 if (p.size() < 2 || p.size() > 3)
-                    fail(field, QStringLiteral("'%1' is not RANK:MBIT[:MS]").arg(v));
+                    fail(field, QStringLiteral("'%1' is not RANK:MBIT[:MS] or all:MBIT[:MS]").arg(v));
                 LessonRun::Link l;
                 l.mbit = number(field, p[1], 0, 1e6);
                 l.latencyMs = p.size() == 3 ? number(field, p[2], 0, 10000) : 0;
-                run.links[integer(field, p[0], 0, 63)] = l;
+                if (p[0] == QLatin1String("all"))
+                    allLinks = l;
+                else
+                    run.links[integer(field, p[0], 0, 63)] = l;
                 continue;
             }
             if (k == QLatin1String("record")) {
@@ -393,36 +445,24 @@ private:
                 run.name = v;
                 continue;
             }
-            if (k == QLatin1String("strategy") && !kStrategies.contains(v))
-                fail(field, QStringLiteral("'%1' is not one of %2").arg(v, kStrategies.join(", ")));
-            if (k == QLatin1String("model") && v != QLatin1String("mlp") && v != QLatin1String("gpt"))
-                fail(field, QStringLiteral("'%1' is not mlp or gpt").arg(v));
-            if (k == QLatin1String("optimizer") && v != QLatin1String("sgd") && v != QLatin1String("adam"))
-                fail(field, QStringLiteral("'%1' is not sgd or adam").arg(v));
-            if (k == QLatin1String("schedule") && v != QLatin1String("gpipe") && v != QLatin1String("1f1b"))
-                fail(field, QStringLiteral("'%1' is not gpipe or 1f1b").arg(v));
-            if (k == QLatin1String("nodes"))
-                integer(field, v, 1, 64);
-            if (k == QLatin1String("batch"))
-                integer(field, v, 1, 1 << 20);
-            if (k == QLatin1String("steps"))
-                integer(field, v, 1, 1000000);
-            if (k == QLatin1String("micro-batches"))
-                integer(field, v, 1, 4096);
-            if (k == QLatin1String("test-every"))
-                integer(field, v, 0, 1000000);
-            if (k == QLatin1String("seed"))
-                integer(field, v, 0, 2147483647);
-            if (k == QLatin1String("lr"))
-                number(field, v, 1e-9, 100);
-            if (k == QLatin1String("slow-motion"))
-                number(field, v, 1, 100);
+            checkSetting(field, k, v);
             run.settings.insert(k, v);
         }
         if (!run.settings.contains(QStringLiteral("strategy")))
             fail(m_key, QStringLiteral("needs strategy=..."));
         if (run.settings.contains(QStringLiteral("mesh")))
             checkMesh(run.settings);
+        const int nodes = run.settings.value(QStringLiteral("nodes"), QStringLiteral("4")).toInt();
+        if (allLinks) // link=all:MBIT:MS: every rank's links (a rank's own link= still wins)
+            for (int rank = 0; rank < nodes; ++rank)
+                if (!run.links.contains(rank))
+                    run.links[rank] = *allLinks;
+        if (run.settings.contains(QStringLiteral("compress")) &&
+            run.settings.value(QStringLiteral("compress")) != QLatin1String("none") &&
+            run.settings.value(QStringLiteral("strategy")) != QLatin1String("ddp"))
+            fail(QStringLiteral("run compress"),
+                 QStringLiteral("compresses ddp's all-reduce (alone or as a mesh's dp axis), not %1's gradients")
+                     .arg(run.settings.value(QStringLiteral("strategy"))));
         for (auto it = run.slowdown.keyBegin(); it != run.slowdown.keyEnd(); ++it)
             if (*it >= run.settings.value(QStringLiteral("nodes"), QStringLiteral("4")).toInt())
                 fail(QStringLiteral("run slow"), QStringLiteral("rank %1 is not in the run").arg(*it));

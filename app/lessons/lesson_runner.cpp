@@ -48,6 +48,9 @@ RunSettings settingsOf(const LessonRun &run)
     take("mesh", s.mesh, text);
     s.testEvery = m.value(QStringLiteral("test-every"), QStringLiteral("0")).toLongLong();
     take("slow-motion", s.slowMotion, [](const QString &v) { return v.toDouble(); });
+    take("compress", s.compression, text);
+    take("compress-start", s.compressStart, whole);
+    take("allreduce", s.allReduce, text);
     return s;
 }
 

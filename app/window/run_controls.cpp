@@ -34,6 +34,18 @@ QFrame *separator(QWidget *parent)
     return line;
 }
 
+// A label and its field as one item of the flow, kept together when the row wraps.
+QWidget *labelled(QWidget *parent, const QString &label, std::initializer_list<QWidget *> fields)
+{
+    auto *box = new QWidget(parent);
+    auto *l = new QHBoxLayout(box);
+    l->setContentsMargins(0, 0, 0, 0);
+    l->addWidget(new QLabel(label, box));
+    for (QWidget *w : fields)
+        l->addWidget(w);
+    return box;
+}
+
 } // namespace
 
 RunControls::RunControls(EngineController *engine, QWidget *parent)
@@ -132,6 +144,64 @@ void RunControls::buildSettings()
     for (QWidget *w : settingWidgets())
         m_flow->addWidget(w);
     m_flow->addWidget(m_meshBox);
+    buildCompression();
+}
+
+// ddp's gradient compression (PowerSGD's start beside it, for PowerSGD only)
+// and the all-reduce's algorithm, as smolctl train's --compress,
+// --compress-start and --allreduce take them.
+void RunControls::buildCompression()
+{
+    m_compress = new QComboBox(this);
+    m_compress->setObjectName(QStringLiteral("compressChoice"));
+    m_compress->addItem(tr("none"), QStringLiteral("none"));
+    m_compress->addItem(tr("fp16"), QStringLiteral("fp16"));
+    m_compress->addItem(tr("bf16"), QStringLiteral("bf16"));
+    for (int rank : {1, 2, 4})
+        m_compress->addItem(tr("PowerSGD r%1").arg(rank), QStringLiteral("powersgd:%1").arg(rank));
+    m_compressStart = numberField<QSpinBox>(this, 0, 99999, 10, tr("from step "));
+    m_compressStart->setObjectName(QStringLiteral("compressStart"));
+    m_compressStart->setToolTip(tr("PowerSGD sends plain all-reduces for this many steps first, as PyTorch's "
+                                   "hook does: early gradients change fast and converge badly compressed"));
+    m_allReduce = new QComboBox(this);
+    m_allReduce->setObjectName(QStringLiteral("allReduceChoice"));
+    m_allReduce->addItem(QString(), QString()); // its text follows the compression (followCompression)
+    m_allReduce->addItem(tr("ring"), QStringLiteral("ring"));
+    m_allReduce->addItem(tr("doubling"), QStringLiteral("doubling"));
+    m_allReduce->addItem(tr("auto"), QStringLiteral("auto"));
+    m_allReduce->setSizeAdjustPolicy(QComboBox::AdjustToContents); // "default (auto)" whole
+    m_compressBox = labelled(this, tr("compress"), {m_compress, m_compressStart});
+    m_allReduceBox = labelled(this, tr("all-reduce"), {m_allReduce});
+    m_flow->addWidget(m_compressBox);
+    m_flow->addWidget(m_allReduceBox);
+}
+
+// Compression is ddp's (alone or a mesh's dp axis): the others reduce-scatter
+// or push their gradients. The all-reduce's algorithm is our transport's.
+void RunControls::followCompression()
+{
+    const QString strategy = m_strategy->currentText();
+    const bool ddp = strategy == QLatin1String("ddp");
+    const bool ours = m_backend->currentData().toString() != QLatin1String("gloo");
+    const QString kind = m_compress->currentData().toString();
+    const bool compressing = ddp && kind != QLatin1String("none");
+    m_compress->setEnabled(m_settingsEnabled && ddp);
+    m_compressStart->setEnabled(m_settingsEnabled && ddp);
+    m_compressStart->setVisible(kind.startsWith(QLatin1String("powersgd")));
+    m_compress->setToolTip(
+        ddp ? tr("Compress ddp's gradient all-reduce: fp16 or bf16 send half the bytes (16 bits a value); "
+                 "PowerSGD of rank r sends two thin factors, (n+m)\u00b7r values for an n\u00d7m matrix, with "
+                 "error feedback")
+            : tr("Compression works on ddp's all-reduce of the gradients (alone or as a mesh's dp axis); "
+                 "%1 does not all-reduce its gradients that way. Choose ddp to compress.")
+                  .arg(strategy));
+    m_allReduce->setItemText(0, compressing ? tr("default (auto)") : tr("default (ring)"));
+    m_allReduce->setEnabled(m_settingsEnabled && ours);
+    m_allReduce->setToolTip(
+        ours ? tr("Our all-reduce: the ring (2(N-1) steps, 2(N-1)/N\u00b7S bytes: best for large messages), "
+                  "recursive doubling (log2 N steps: best for small ones) or auto (by size). Default: the "
+                  "ring, or auto when compressing")
+             : tr("Gloo runs its own all-reduce: the algorithm is chosen on our transport only"));
 }
 
 void RunControls::buildSlowMotion()
@@ -199,6 +269,10 @@ void RunControls::connectSettings()
     connect(m_batch, &QSpinBox::valueChanged, this, &RunControls::updateProblem);
     connect(m_microBatches, &QSpinBox::valueChanged, this, &RunControls::updateProblem);
     connect(m_mesh, &QLineEdit::textChanged, this, &RunControls::updateProblem);
+    connect(m_strategy, &QComboBox::currentTextChanged, this, &RunControls::followCompression);
+    connect(m_backend, &QComboBox::currentIndexChanged, this, &RunControls::followCompression);
+    connect(m_compress, &QComboBox::currentIndexChanged, this, &RunControls::followCompression);
+    followCompression();
     updateProblem();
 }
 
@@ -308,6 +382,11 @@ RunSettings RunControls::settings() const
     s.schedule = m_schedule->currentText();
     s.backend = m_backend->currentData().toString();
     s.mesh = m_mesh->text().trimmed();
+    // Compression only where it applies (the engine refuses it elsewhere).
+    s.compression =
+        s.strategy == QLatin1String("ddp") ? m_compress->currentData().toString() : QStringLiteral("none");
+    s.compressStart = m_compressStart->value();
+    s.allReduce = m_allReduce->currentData().toString();
     return s;
 }
 
@@ -326,6 +405,12 @@ void RunControls::setSettings(const RunSettings &s)
     m_schedule->setCurrentText(s.schedule);
     m_backend->setCurrentIndex(std::max(0, m_backend->findData(s.backend)));
     m_mesh->setText(s.mesh);
+    // A rank the list lacks (a lesson's, a recording's) joins it.
+    if (m_compress->findData(s.compression) < 0 && s.compression.startsWith(QLatin1String("powersgd:")))
+        m_compress->addItem(tr("PowerSGD r%1").arg(s.compression.mid(9)), s.compression);
+    m_compress->setCurrentIndex(std::max(0, m_compress->findData(s.compression)));
+    m_compressStart->setValue(int(std::min<qint64>(s.compressStart, m_compressStart->maximum())));
+    m_allReduce->setCurrentIndex(std::max(0, m_allReduce->findData(s.allReduce)));
     // The settings' count, even where the mesh's product differs (the warning says so).
     m_nodes->setValue(s.nodes);
     updateProblem();
@@ -352,6 +437,7 @@ void RunControls::setSettingsEnabled(bool on)
         m_settingsEnabled = on;
         updateProblem(); // no warning about a recording's settings
     }
+    followCompression();
 }
 
 bool RunControls::addBreakpoint(const QString &spec, QString *why)

@@ -1,7 +1,8 @@
 // The run controls along the top of the window: Start, Pause, Step, Stop;
 // the next run's settings (strategy, model, nodes, batch, steps, optimizer,
 // lr, seed; micro-batches and schedule for a pipeline; the device mesh,
-// "dp=2,tp=2,pp=2", whose product sets the node count); slow motion; the
+// "dp=2,tp=2,pp=2", whose product sets the node count; ddp's gradient
+// compression and our all-reduce's algorithm); slow motion; the
 // breakpoint field with the active breakpoints beside it as chips (click
 // one to remove it); and, under them, a warning line when the settings
 // cannot run, with buttons that fix them. Everything sits in a flow layout
@@ -48,7 +49,8 @@ public:
     QAction *stepAction() const { return m_step; }
     QAction *stopAction() const { return m_stop; }
 
-    // strategy … slowMotion, microBatches, schedule, mesh (not placement or recordPath).
+    // strategy … slowMotion, microBatches, schedule, mesh, compression,
+    // allReduce (not placement or recordPath).
     RunSettings settings() const;
     void setSettings(const RunSettings &settings);
     // A replay's configuration, shown disabled; nullopt: the user's settings again.
@@ -80,6 +82,7 @@ private:
     // The constructor's phases, in the order the controls flow.
     void buildButtons();
     void buildSettings();
+    void buildCompression();
     void buildSlowMotion();
     void buildBreakpointField();
     QWidget *buildWarning();
@@ -89,6 +92,7 @@ private:
     void updateProblem();
     void showBreakpoints();
     void followMesh();
+    void followCompression(); // what the strategy, backend and compression allow
     int meshStages() const;
 
     EngineController *m_engine;
@@ -110,6 +114,11 @@ private:
     QLineEdit *m_mesh = nullptr;    // "" or "dp=2,tp=2,pp=2"
     QLabel *m_meshLabel = nullptr;
     QWidget *m_meshBox = nullptr; // the label and the field, kept together
+    QComboBox *m_compress = nullptr;     // data: "none", "fp16", "bf16", "powersgd:R"
+    QSpinBox *m_compressStart = nullptr; // PowerSGD's plain steps first
+    QComboBox *m_allReduce = nullptr;    // data: "" (the engine's default), "ring", "doubling", "auto"
+    QWidget *m_compressBox = nullptr;    // label, choice and start, kept together
+    QWidget *m_allReduceBox = nullptr;   // label and choice, kept together
     QLabel *m_slowLabel = nullptr;
     QSlider *m_slowMotion = nullptr;
     QLineEdit *m_breakpoint = nullptr;
