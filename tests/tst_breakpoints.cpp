@@ -10,6 +10,7 @@
 #include "engine/cluster/coordinator.h"
 #include "engine/cluster/node_agent.h"
 #include "engine/data/data_source.h"
+#include "engine/compression_config.h"
 #include "engine/models/model.h"
 #include "engine/train_command.h"
 #include "engine/trainer.h"
@@ -17,7 +18,10 @@
 #include <QtTest>
 
 #include <cmath>
+#include <functional>
 #include <future>
+#include <map>
+#include <numeric>
 #include <thread>
 
 using namespace smol::engine;
@@ -184,6 +188,9 @@ private Q_SLOTS:
     void snapshotsLargeTensorsAsSummaries();
     void allGatherShowsOnlyTheOwnChunk_data() { modes(); }
     void allGatherShowsOnlyTheOwnChunk();
+    void powerSgdPauseShowsQAndError_data() { modes(); }
+    void powerSgdPauseShowsQAndError();
+    void relatedTensorsAreBounded();
 };
 
 void TestBreakpoints::pausedTensorsAreLocalGradients()
@@ -565,6 +572,109 @@ void TestBreakpoints::allGatherShowsOnlyTheOwnChunk()
     }
     QVERIFY2(pauses >= 3, qPrintable(QString("%1 all-gather pauses").arg(pauses))); // forward and backward, per layer
     QVERIFY(run.finish());
+}
+
+// PowerSGD (engine/grad_compressor.h): a pause at P's all-reduce shows,
+// beside P, each compressed matrix's warm-start Q (cols x R) and error
+// buffer (rows x cols), read-only; a name=.Q break holds at Q's all-reduce.
+void TestBreakpoints::powerSgdPauseShowsQAndError()
+{
+    QFETCH(bool, cluster);
+    constexpr int kRank = 2;
+    TrainConfig c = ddpConfig("ddp", 3);
+    c.compression = parseCompression("powersgd:2");
+    c.compression.startStep = 0;
+    // Each parameter's shape, by name, as the compressor sees it.
+    std::map<std::string, std::vector<std::int64_t>> shapes;
+    ModelConfig mc;
+    mc.seed = 11;
+    for (auto &[name, p] : makeModel(mc)->namedParameters())
+        shapes[name] = p.sizes().vec();
+    BreakpointController controller;
+    controller.addBreakpoint(parseBreakpoint("allreduce@step=1,name=.P"));
+    Run run(controller, c, cluster);
+    const auto pause = run.nextPause(0, 60s);
+    QVERIFY2(pause, "no pause at P's all-reduce within 60 s");
+    QCOMPARE(int(pause->inputs.size()), 3);
+    std::int64_t qElems = 0;
+    for (const TensorSnapshot &in : pause->inputs) {
+        QCOMPARE(in.name, std::string("grads.bucket0.P"));
+        QVERIFY2(!in.related.empty(), "no related tensors at P's all-reduce");
+        QCOMPARE(in.related.size() % 2, std::size_t(0)); // a Q and an error buffer per matrix
+        qElems = 0;
+        for (std::size_t i = 0; i < in.related.size(); i += 2) {
+            const TensorSnapshot &q = in.related[i], &e = in.related[i + 1];
+            QVERIFY2(q.name.rfind("Q ", 0) == 0, q.name.c_str());
+            QCOMPARE(e.name, "error " + q.name.substr(2));
+            const auto shape = shapes.find(q.name.substr(2));
+            QVERIFY2(shape != shapes.end() && shape->second.size() >= 2, q.name.c_str());
+            const std::int64_t rows = shape->second[0];
+            const std::int64_t cols = std::accumulate(shape->second.begin() + 1, shape->second.end(),
+                                                      std::int64_t(1), std::multiplies<>());
+            QCOMPARE(q.count, cols * kRank);
+            QCOMPARE(q.shape, (std::vector<std::int64_t>{cols, kRank}));
+            QCOMPARE(e.count, rows * cols);
+            QCOMPARE(e.shape, (std::vector<std::int64_t>{rows, cols}));
+            // Step 1: the error feedback of step 0 is there; Q is the
+            // averaged one, the same on every node (its values are kept: small).
+            QVERIFY(e.stats.l2 > 0);
+            QCOMPARE(q.values.size(), std::size_t(q.count));
+            QCOMPARE(q.values, pause->inputs.front().related[i].values);
+            qElems += q.count;
+        }
+    }
+    // Different batch shares leave different error buffers.
+    QVERIFY(pause->inputs[0].related[1].stats.l2 != pause->inputs[1].related[1].stats.l2);
+
+    controller.clearBreakpoints();
+    controller.addBreakpoint(parseBreakpoint("allreduce,name=.Q"));
+    QVERIFY(controller.resume());
+    const auto atQ = run.nextPause(pause->id, 60s);
+    QVERIFY2(atQ, "no pause at Q's all-reduce within 60 s");
+    for (const TensorSnapshot &in : atQ->inputs) {
+        QCOMPARE(in.name, std::string("grads.bucket0.Q"));
+        QCOMPARE(in.step, std::int64_t(1));
+        QCOMPARE(in.count, qElems); // every matrix's Q, one after another
+        QVERIFY(in.related.empty()); // attached to P's all-reduce only
+    }
+    controller.clearBreakpoints();
+    QVERIFY(controller.resume());
+    QVERIFY(run.finish());
+    QVERIFY(std::isfinite(run.summary().finalLoss));
+}
+
+// What a node sends up with a held buffer stays bounded whatever it claims.
+void TestBreakpoints::relatedTensorsAreBounded()
+{
+    std::vector<float> big(5000, 1.5f), small(6, -2.0f);
+    smol::net::CollectiveInfo info;
+    info.kind = smol::net::CollectiveKind::AllReduce;
+    info.buffer = smol::net::viewOf(small.data(), small.size());
+    for (int i = 0; i < 20; ++i)
+        info.related.push_back({"error w" + std::to_string(i), smol::net::viewOf(i % 2 ? big.data() : small.data(),
+                                                                                i % 2 ? big.size() : small.size())});
+    const TensorSnapshot s = takePartSnapshot(info, /*before=*/true, 0, 0, SnapshotOptions{});
+    QCOMPARE(s.related.size(), kMaxRelatedTensors);
+    QCOMPARE(s.related[0].values.size(), small.size());
+    QVERIFY(s.related[1].values.empty()); // over kRelatedFullLimit: figures and curve only
+    QCOMPARE(s.related[1].stats.l2, std::sqrt(5000 * 1.5 * 1.5));
+    QCOMPARE(s.related[1].downsampled.size(), std::size_t(256));
+
+    // Back from JSON (a node's message, a session file): the same, bounded.
+    const TensorSnapshot back = snapshotFromJson(snapshotToJson(s));
+    QCOMPARE(back.related.size(), kMaxRelatedTensors);
+    QCOMPARE(back.related[3].name, std::string("error w3"));
+    QCOMPARE(back.related[3].count, std::int64_t(5000));
+    QCOMPARE(back.related[2].values, s.related[2].values);
+    QJsonArray hostile = relatedToJson(s.related);
+    for (int i = 0; i < 30; ++i)
+        hostile.append(QJsonObject{{"name", QString(5000, QChar(u'\n'))}, {"count", 3}});
+    const auto bounded = relatedFromJson(hostile);
+    QCOMPARE(bounded.size(), kMaxRelatedTensors);
+    QVERIFY(relatedFromJson(QJsonArray{QJsonObject{{"name", QString(5000, QChar(u'\n'))}}}).front().name.size() <= 200);
+    // A plain collective's snapshot has none, and its JSON no "related" key.
+    info.related.clear();
+    QVERIFY(!snapshotToJson(takePartSnapshot(info, true, 0, 0, SnapshotOptions{})).contains("related"));
 }
 
 QTEST_GUILESS_MAIN(TestBreakpoints)

@@ -11,6 +11,7 @@
 #include <QAbstractItemModelTester>
 #include <QLabel>
 #include <QPushButton>
+#include <QStandardItemModel>
 #include <QTableView>
 #include <QTemporaryDir>
 
@@ -87,6 +88,7 @@ private Q_SLOTS:
     void heldGroupMembers_data();
     void heldGroupMembers();
     void worldPauseUnchanged();
+    void relatedTensorsReadOnly();
 };
 
 void TestTensorInspector::modelRows()
@@ -255,6 +257,54 @@ void TestTensorInspector::worldPauseUnchanged()
         QVERIFY(inspector.elsewhere()->isHidden());
         QCOMPARE(inspector.caption()->text(), TensorPlot::caption(p.inputs[0], QStringLiteral("rank 0")));
     }
+}
+
+// PowerSGD's P: the selected input's Q and error buffer in their own table,
+// with their figures; choosing one plots it and leaves nothing to edit.
+void TestTensorInspector::relatedTensorsReadOnly()
+{
+    TensorInspector inspector;
+    inspector.resize(900, 900);
+    inspector.show();
+    PauseView p;
+    p.inputs = {tensor(0, true, 1), tensor(1, true, 2)};
+    for (PausedTensor &in : p.inputs) {
+        in.name = QStringLiteral("grads.bucket0.P");
+        PausedTensor q = tensor(in.rank, true, 0.5), e = tensor(in.rank, true, in.mean);
+        q.name = QStringLiteral("Q fc3.weight");
+        q.shape = {3, 2};
+        q.l2 = 1.25;
+        e.name = QStringLiteral("error fc3.weight");
+        e.count = 1280;
+        e.shape = {10, 128};
+        in.related = {q, e};
+    }
+    inspector.setPause(p);
+    QTableView *related = inspector.relatedTable();
+    QVERIFY(!related->isHidden());
+    QCOMPARE(inspector.relatedModel()->rowCount(), 2);
+    const auto cell = [&](int row, int col) { return inspector.relatedModel()->index(row, col).data().toString(); };
+    QCOMPARE(cell(0, 0), QStringLiteral("Q fc3.weight"));
+    QCOMPARE(cell(0, 1), QStringLiteral("[3, 2]"));
+    QCOMPARE(cell(0, 3), QStringLiteral("1.25"));
+    QCOMPARE(cell(1, 0), QStringLiteral("error fc3.weight"));
+    QCOMPARE(cell(1, 2), QStringLiteral("1280"));
+    QCOMPARE(related->editTriggers(), QAbstractItemView::NoEditTriggers);
+    related->setCurrentIndex(inspector.relatedModel()->index(1, 0));
+    QVERIFY(inspector.caption()->text().contains(QLatin1String("error fc3.weight [10, 128] (read-only)")));
+    QPushButton *zero = nullptr;
+    for (QPushButton *b : inspector.findChildren<QPushButton *>())
+        if (b->text() == QLatin1String("Zero"))
+            zero = b;
+    QVERIFY(zero && zero->isEnabled()); // an edit still acts on the input, P
+    QSignalSpy edits(&inspector, &TensorInspector::editRequested);
+    QTest::mouseClick(zero, Qt::LeftButton);
+    QCOMPARE(edits.count(), 1);
+    QCOMPARE(edits.first().at(0).toInt(), 0);
+    // A pause without them: no table.
+    p.inputs = {tensor(0, true, 1)};
+    inspector.setPause(p);
+    QVERIFY(related->isHidden());
 }
 
 QTEST_MAIN(TestTensorInspector)

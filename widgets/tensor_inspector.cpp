@@ -13,6 +13,7 @@
 #include <QPainter>
 #include <QPushButton>
 #include <QScrollBar>
+#include <QStandardItemModel>
 #include <QTableView>
 #include <QTextStream>
 #include <QVBoxLayout>
@@ -356,10 +357,16 @@ TensorInspector::TensorInspector(QWidget *parent)
     edits->addWidget(m_scale);
     edits->addWidget(m_zero);
     edits->addWidget(m_nan);
+    // After the title and the edit row's label: the pause's title stays the first label.
+    m_relatedTitle = new QLabel(this);
+    m_related = new QTableView(this);
+    m_relatedModel = new QStandardItemModel(this);
     auto *layout = new QVBoxLayout(this);
     layout->addWidget(m_title);
     layout->addWidget(m_table, 2);
     layout->addWidget(m_elsewhere);
+    layout->addWidget(m_relatedTitle);
+    layout->addWidget(m_related, 2);
     layout->addLayout(edits); // above the plot: on a short screen the plot gives way, not the buttons
     layout->addWidget(m_caption);
     layout->addWidget(m_plot, 3);
@@ -372,7 +379,124 @@ TensorInspector::TensorInspector(QWidget *parent)
     connect(m_scale, &QPushButton::clicked, this, [request] { request(QStringLiteral("scale")); });
     connect(m_zero, &QPushButton::clicked, this, [request] { request(QStringLiteral("zero")); });
     connect(m_nan, &QPushButton::clicked, this, [request] { request(QStringLiteral("nan")); });
+    setUpRelated();
     clear();
+}
+
+// The tensors riding with the selected input (PowerSGD's Q and error buffer
+// beside P): their own small table, the figures a class compares, read-only.
+void TensorInspector::setUpRelated()
+{
+    m_relatedModel->setHorizontalHeaderLabels({tr("tensor"), tr("shape"), tr("elements"), tr("L2"), tr("min"), tr("max")});
+    m_related->setObjectName(QStringLiteral("relatedTensors"));
+    m_related->setModel(m_relatedModel);
+    m_related->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_related->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_related->setSelectionMode(QAbstractItemView::SingleSelection);
+    m_related->verticalHeader()->hide();
+    // The name takes what the figures leave, elided in the middle; no
+    // sideways scrolling (fitRelated() drops figures on a narrow page).
+    m_related->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_related->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+    m_related->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    m_related->setTextElideMode(Qt::ElideMiddle); // "error ...fc2.weight": the parameter stays readable
+    m_relatedTitle->setObjectName(QStringLiteral("relatedTitle"));
+    m_relatedTitle->setWordWrap(true);
+    m_relatedTitle->setTextFormat(Qt::PlainText);
+    connect(m_related->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+            [this](const QModelIndex &current) { selectRelated(current.row()); });
+    showRelated(nullptr);
+}
+
+void TensorInspector::showRelated(const PausedTensor *input)
+{
+    m_relatedRow = -1;
+    m_relatedModel->removeRows(0, m_relatedModel->rowCount());
+    const bool has = input && !input->related.empty();
+    m_relatedTitle->setVisible(has);
+    m_related->setVisible(has);
+    if (!has) {
+        fitRelated(); // the pause's title back
+        return;
+    }
+    m_relatedText = tr("Riding with %1's %2, read-only (an edit changes %2 only):")
+                        .arg(m_model->rankName(input->rank), tensorNameOf(*input));
+    m_relatedTitle->setText(m_relatedText);
+    m_related->setToolTip(m_relatedText);
+    const auto cell = [](const QString &text) {
+        auto *item = new QStandardItem(text);
+        item->setToolTip(text);
+        return item;
+    };
+    for (const PausedTensor &r : input->related)
+        m_relatedModel->appendRow({cell(r.name), cell(shapeText(r.shape)), cell(QString::number(r.count)),
+                                   cell(QString::number(r.l2, 'g', 4)), cell(QString::number(r.min, 'g', 4)),
+                                   cell(QString::number(r.max, 'g', 4))});
+    fitRelated();
+}
+
+int TensorInspector::relatedHeight(int rows) const
+{
+    return m_related->horizontalHeader()->sizeHint().height() +
+           rows * m_related->verticalHeader()->defaultSectionSize() + 2 * m_related->frameWidth();
+}
+
+// Room for the related tensors on a short page (a projector's side panel):
+// first their title gives way (the table's tooltip and the caption say it),
+// then the pause's title (the status bar and the timeline's frame say where
+// the cluster is held), then their table shrinks to one row, which scrolls.
+// Narrow, the figures go before the name: min, max, then elements.
+void TensorInspector::fitRelated()
+{
+    if (m_related->isHidden()) {
+        m_title->setVisible(true);
+        return;
+    }
+    const QMargins m = layout()->contentsMargins();
+    const int inner = width() - m.left() - m.right(), spacing = std::max(0, layout()->spacing());
+    const int elsewhere = !m_elsewhere->isHidden() ? spacing + m_elsewhere->heightForWidth(inner) : 0;
+    const int base = m.top() + m.bottom() + 3 * spacing + m_table->minimumHeight() + elsewhere +
+                     m_edits->heightForWidth(inner);
+    const int title = spacing + m_title->heightForWidth(inner), relTitle = spacing + m_relatedTitle->heightForWidth(inner);
+    const int two = relatedHeight(std::min<int>(2, m_relatedModel->rowCount()));
+    const bool full = height() >= base + title + relTitle + two;
+    const bool keepTitle = full || height() >= base + title + two;
+    m_relatedTitle->setVisible(full);
+    m_title->setVisible(keepTitle);
+    m_related->setMinimumHeight(keepTitle || height() >= base + two ? two : relatedHeight(1));
+    QHeaderView *header = m_related->horizontalHeader();
+    for (int c = 1; c < m_relatedModel->columnCount(); ++c)
+        m_related->setColumnHidden(c, false);
+    const int room = m_related->width() - 2 * m_related->frameWidth() - m_related->verticalScrollBar()->sizeHint().width();
+    const auto need = [&] {
+        int w = 12 * header->fontMetrics().averageCharWidth(); // the name, elided
+        for (int c = 1; c < m_relatedModel->columnCount(); ++c)
+            if (!m_related->isColumnHidden(c))
+                w += std::max(header->sectionSizeHint(c), static_cast<QAbstractItemView *>(m_related)->sizeHintForColumn(c));
+        return w;
+    };
+    for (int c : {4, 5, 2}) // min, max, elements; L2 and the shape stay
+        if (need() > room)
+            m_related->setColumnHidden(c, true);
+}
+
+// A related tensor in the plot (its histogram, a small Q's heatmap), or
+// back to the input (row -1); the edit buttons act on the input only.
+void TensorInspector::selectRelated(int row)
+{
+    const PausedTensor *input = selected();
+    if (!input || row < 0 || std::size_t(row) >= input->related.size())
+        return;
+    m_relatedRow = row;
+    const PausedTensor &r = input->related[std::size_t(row)];
+    m_plot->setTensor(&r);
+    m_caption->setText(tr("%1's %2 %3 (read-only): %4 elements, L2 %5, mean %6, NaN %7")
+                           .arg(m_model->rankName(input->rank), r.name, shapeText(r.shape))
+                           .arg(r.count)
+                           .arg(r.l2, 0, 'g', 4)
+                           .arg(r.mean, 0, 'g', 4)
+                           .arg(r.nanCount));
+    fitPlot();
 }
 
 void TensorInspector::setPause(const PauseView &pause)
@@ -519,6 +643,7 @@ void TensorInspector::resizeEvent(QResizeEvent *event)
     QWidget::resizeEvent(event);
     fitColumns();
     showElsewhere();
+    fitRelated();
     fitPlot();
 }
 
@@ -533,8 +658,11 @@ void TensorInspector::fitPlot()
     const int spacing = std::max(0, layout()->spacing());
     const int inner = w - m.left() - m.right();
     const int elsewhere = !m_elsewhere->isHidden() ? spacing + m_elsewhere->heightForWidth(inner) : 0;
-    const int need = m.top() + m.bottom() + 4 * spacing + m_title->heightForWidth(inner) + m_table->minimumHeight() +
-                     elsewhere + m_edits->heightForWidth(inner) + m_caption->heightForWidth(inner) +
+    const int related = (!m_related->isHidden() ? spacing + m_related->minimumHeight() : 0) +
+                        (!m_relatedTitle->isHidden() ? spacing + m_relatedTitle->heightForWidth(inner) : 0);
+    const int titleHeight = !m_title->isHidden() ? m_title->heightForWidth(inner) : 0;
+    const int need = m.top() + m.bottom() + 4 * spacing + titleHeight + m_table->minimumHeight() +
+                     elsewhere + related + m_edits->heightForWidth(inner) + m_caption->heightForWidth(inner) +
                      2 * m_plot->minimumHeight();
     const bool room = height() >= need;
     const bool has = selected() != nullptr;
@@ -586,6 +714,7 @@ void TensorInspector::selectRow(int row)
 {
     m_row = row;
     const PausedTensor *t = selected();
+    showRelated(t);
     m_plot->setTensor(t);
     m_caption->setText(t ? captionOf(*t) : QString());
     fitPlot();

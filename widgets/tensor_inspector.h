@@ -20,7 +20,10 @@
 #include <QVector>
 #include <QWidget>
 
+#include <vector>
+
 class QLabel;
+class QStandardItemModel;
 class QLayout;
 class QTableView;
 class QPushButton;
@@ -52,6 +55,10 @@ struct PausedTensor {
     QString axis;
     QVector<int> members;
     QString tensorName;
+    // Read-only tensors riding with an input (PowerSGD's "Q fc1.weight" and
+    // "error fc1.weight" beside P), each with its own figures; `rank` is
+    // the input's. Shown under the table for the selected input, never edited.
+    std::vector<PausedTensor> related;
 };
 
 struct PauseView {
@@ -149,6 +156,10 @@ public:
     QLabel *caption() const { return m_caption; }
     // A group pause's nodes held at other collectives ("held elsewhere: ...").
     QLabel *elsewhere() const { return m_elsewhere; }
+    // The selected input's related tensors (name, shape, elements, min, max,
+    // L2), read-only; hidden when it has none.
+    QTableView *relatedTable() const { return m_related; }
+    QStandardItemModel *relatedModel() const { return m_relatedModel; }
     // Writes the selected tensor's values (or its downsampled view) as CSV.
     bool exportCsv(const QString &path) const;
     bool exportPng(const QString &path);
@@ -164,6 +175,11 @@ private:
     void fitColumns(); // hide the least needed columns rather than scroll sideways
     void fitPlot();    // hide the histogram rather than lay it over the buttons
     void selectRow(int row);
+    void setUpRelated();
+    void fitRelated();                  // what of the related tensors a short or narrow page shows
+    int relatedHeight(int rows) const;  // the related table's, header and `rows` rows
+    void showRelated(const PausedTensor *input); // fills the related table
+    void selectRelated(int row);
     const PausedTensor *selected() const;
     QString titleOf(const PauseView &pause) const;
     QString elsewhereText() const;
@@ -172,6 +188,11 @@ private:
 
     InspectorModel *m_model;
     QTableView *m_table;
+    QLabel *m_relatedTitle = nullptr; // "Riding with local-0's grads.bucket0.P, read-only ..."
+    QTableView *m_related = nullptr;
+    QString m_relatedText;   // the related title's, also the table's tooltip
+    QStandardItemModel *m_relatedModel = nullptr;
+    int m_relatedRow = -1;   // the related tensor shown in the plot; -1: the input
     TensorPlot *m_plot;
     QLabel *m_title;
     QLabel *m_caption;       // the selected tensor's, above the plot (wraps)

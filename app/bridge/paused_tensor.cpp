@@ -48,6 +48,11 @@ widgets::PausedTensor pausedTensorOf(const engine::TensorSnapshot &s)
         t.members = QVector<int>(s.members.begin(), s.members.end());
         t.tensorName = shown(s.bufferName);
     }
+    for (const engine::TensorSnapshot &r : s.related) { // read-only, beside the input (PowerSGD's Q, error)
+        t.related.push_back(pausedTensorOf(r));
+        t.related.back().rank = s.node;
+        t.related.back().collective = t.collective;
+    }
     return t;
 }
 

@@ -1,6 +1,7 @@
 #include "gui_options.h"
 
 #include "engine/breakpoints/breakpoint_spec.h"
+#include "engine/compression_config.h"
 #include "net/device_mesh.h"
 #include "net/socket_util.h"
 
@@ -29,7 +30,8 @@ constexpr Flag kFlags[] = {
     {"compare", "SESSION"},     {"listen", "PORT"},     {"token", "T"},         {"advertise", "ADDR"},
     {"timeline-budget", "MIB"}, {"lesson", "NAME"},     {"lesson-step", "K"},   {"break", "SPEC"},
     {"view", "NAME"},           {"model", "M"},         {"mesh", "SPEC"},       {"watch", "HOST:PORT"},
-    {"join", "HOST:PORT"},      {"name", "N"},          {"watch-token", "W"}};
+    {"join", "HOST:PORT"},      {"name", "N"},          {"watch-token", "W"},
+    {"compress", "C"}};
 
 // Reads the flags of one parse; the first bad value is the one reported.
 class FlagReader {
@@ -108,6 +110,14 @@ void readRun(FlagReader &r, GuiOptions &o)
             r.fail(QStringLiteral("--nodes must be an integer from 1 to %1, got '%2'")
                        .arg(kMaxGuiNodes)
                        .arg(r.value("nodes")));
+    }
+    if (r.isSet("compress")) {
+        o.compress = r.value("compress");
+        try {
+            engine::parseCompression(o.compress.toStdString());
+        } catch (const std::exception &e) {
+            r.fail(QStringLiteral("--compress: %1").arg(QString::fromUtf8(e.what())));
+        }
     }
     readMesh(r, o);
 }

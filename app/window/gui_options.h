@@ -41,6 +41,7 @@ struct GuiOptions {
     // nodes to its product (a --nodes that disagrees is an error).
     QString mesh;
     QString backend = QStringLiteral("ours"); // who runs the collectives: ours or gloo (c10d)
+    QString compress; // --compress none|fp16|bf16|powersgd:R (RunSettings::compression); "": the tool bar's
     QString screenshot;
     QString replay;
     QString compare;       // with replay: a second session beside it

@@ -108,6 +108,9 @@ Options:
   --lesson-step K        run it to step K, revealing each step's numbers on
                          the way (with --screenshot: save the window there and
                          exit, 0 if every step was reached)
+  --compress C           ddp's gradient compression: none, fp16, bf16 or
+                         powersgd:R (PowerSGD from step 10, as the run
+                         settings' default)
   --break SPEC           a breakpoint for the run, as the tool bar takes it
                          (allgather@step=3, allreduce,rank=1, next;
                          docs/breakpoints.md); with --screenshot, save the
@@ -348,6 +351,8 @@ int main(int argc, char **argv)
     if (!options.model.isEmpty())
         settings.model = options.model;
     settings.mesh = options.mesh;
+    if (!options.compress.isEmpty())
+        settings.compression = options.compress;
     if (options.steps > 0)
         settings.steps = options.steps;
     else if (!options.screenshot.isEmpty())

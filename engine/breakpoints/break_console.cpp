@@ -3,11 +3,13 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QStringList>
 
 #include <poll.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <utility>
 
 namespace smol::engine {
 
@@ -53,6 +55,43 @@ void BreakConsole::run()
     }
 }
 
+namespace {
+
+// "[128, 2]"
+QString shapeText(const std::vector<std::int64_t> &shape)
+{
+    QStringList dims;
+    for (std::int64_t d : shape)
+        dims.append(QString::number(d));
+    return QStringLiteral("[%1]").arg(dims.join(QStringLiteral(", ")));
+}
+
+QJsonObject statsJson(const TensorSnapshot &s)
+{
+    return QJsonObject{{"min", s.stats.min},   {"max", s.stats.max},
+                       {"mean", s.stats.mean}, {"std", s.stats.std},
+                       {"l2", s.stats.l2},     {"nan", double(s.stats.nanCount)},
+                       {"inf", double(s.stats.infCount)}};
+}
+
+QJsonArray relatedJson(const TensorSnapshot &s)
+{
+    QJsonArray out;
+    for (const TensorSnapshot &r : s.related) {
+        QJsonObject o = statsJson(r);
+        QJsonArray shape;
+        for (std::int64_t d : r.shape)
+            shape.append(double(d));
+        o.insert("name", QString::fromStdString(r.name));
+        o.insert("shape", shape);
+        o.insert("count", double(r.count));
+        out.append(o);
+    }
+    return out;
+}
+
+} // namespace
+
 void BreakConsole::print(const PauseState &p)
 {
     std::lock_guard lock(m_outMutex);
@@ -61,29 +100,41 @@ void BreakConsole::print(const PauseState &p)
     for (const TensorSnapshot &s : p.inputs)
         if (s.node == p.hitNode)
             first = &s;
-    if (m_json) {
-        QJsonArray nodes;
-        for (const TensorSnapshot &s : p.inputs)
-            nodes.append(QJsonObject{{"node", s.node},       {"step", double(s.step)},
-                                     {"kind", net::collectiveName(s.kind)},
-                                     {"seq", double(s.seq)}, {"name", QString::fromStdString(s.name)},
-                                     {"count", double(s.count)}, {"offset", double(s.offset)},
-                                     {"total", double(s.total)}, {"part", QString::fromStdString(partLabel(s))},
-                                     {"min", s.stats.min},
-                                     {"max", s.stats.max},   {"mean", s.stats.mean},
-                                     {"std", s.stats.std},   {"l2", s.stats.l2},
-                                     {"nan", double(s.stats.nanCount)}, {"inf", double(s.stats.infCount)}});
-        m_out << QJsonDocument(QJsonObject{{"type", "pause"},
-                                           {"id", double(p.id)},
-                                           {"reason", QString::fromStdString(p.reason)},
-                                           {"hit_node", p.hitNode},
-                                           {"complete", p.complete},
-                                           {"nodes", nodes}})
-                     .toJson(QJsonDocument::Compact)
-              << "\n";
-        m_out.flush();
-        return;
+    if (m_json)
+        printJson(p);
+    else
+        printText(p, first);
+    m_out.flush();
+}
+
+void BreakConsole::printJson(const PauseState &p)
+{
+    QJsonArray nodes;
+    for (const TensorSnapshot &s : p.inputs) {
+        QJsonObject o = statsJson(s);
+        for (const auto &[key, value] :
+             {std::pair<const char *, QJsonValue>{"node", s.node}, {"step", double(s.step)},
+              {"kind", net::collectiveName(s.kind)}, {"seq", double(s.seq)},
+              {"name", QString::fromStdString(s.name)}, {"count", double(s.count)},
+              {"offset", double(s.offset)}, {"total", double(s.total)},
+              {"part", QString::fromStdString(partLabel(s))}})
+            o.insert(QLatin1String(key), value);
+        if (!s.related.empty()) // read-only, beside the buffer (PowerSGD's Q and error buffer)
+            o.insert("related", relatedJson(s));
+        nodes.append(o);
     }
+    m_out << QJsonDocument(QJsonObject{{"type", "pause"},
+                                       {"id", double(p.id)},
+                                       {"reason", QString::fromStdString(p.reason)},
+                                       {"hit_node", p.hitNode},
+                                       {"complete", p.complete},
+                                       {"nodes", nodes}})
+                 .toJson(QJsonDocument::Compact)
+          << "\n";
+}
+
+void BreakConsole::printText(const PauseState &p, const TensorSnapshot *first)
+{
     m_out << "\npaused (" << QString::fromStdString(p.reason) << ", hit on node " << p.hitNode << ")";
     if (first)
         m_out << " at " << net::collectiveName(first->kind) << " '" << QString::fromStdString(first->name)
@@ -101,8 +152,13 @@ void BreakConsole::print(const PauseState &p)
         if (s.count != s.total)
             m_out << "  (" << QString::fromStdString(partLabel(s)) << ")";
         m_out << "\n";
+        // What rides with the buffer, read-only (edits change the buffer only).
+        for (const TensorSnapshot &r : s.related)
+            m_out << "    " << QString::fromStdString(r.name) << " " << shapeText(r.shape) << ": " << r.count
+                  << " elements  min " << QString::number(r.stats.min, 'g', 5) << "  max "
+                  << QString::number(r.stats.max, 'g', 5) << "  L2 " << QString::number(r.stats.l2, 'g', 6)
+                  << "  NaN " << r.stats.nanCount << "  (read-only)\n";
     }
-    m_out.flush();
 }
 
 const char *BreakConsole::waitToResume()

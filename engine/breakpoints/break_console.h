@@ -1,6 +1,7 @@
 // `smolctl train --break SPEC`: the headless face of BreakpointController.
-// At each pause, prints every held node's tensor stats (text, or one
-// {"type":"pause",...} JSON line), then resumes after --break-hold seconds
+// At each pause, prints every held node's tensor stats, and those of the
+// read-only tensors riding with it (PowerSGD's Q and error buffer beside P;
+// text, or one {"type":"pause",...} JSON line), then resumes after --break-hold seconds
 // or on a line from stdin, whichever comes first; at EOF on stdin, at once.
 #pragma once
 
@@ -27,6 +28,8 @@ public:
 private:
     void run();
     void print(const PauseState &pause);
+    void printJson(const PauseState &pause);
+    void printText(const PauseState &pause, const TensorSnapshot *first);
     const char *waitToResume(); // why it resumed, or nullptr when stopped
 
     BreakpointController &m_controller;

@@ -63,6 +63,7 @@ struct BreakpointController::Held {
     net::TensorView buffer;
     std::vector<TensorEdit> edits;
     bool stepped = false;
+    std::vector<TensorSnapshot> related; // a remote node's (info.related is empty then)
 };
 
 BreakpointController::BreakpointController(SnapshotOptions options) : m_options(options) {}
@@ -277,7 +278,7 @@ void BreakpointController::before(int node, std::int64_t atStep, const net::Coll
 {
     const std::uint64_t pauseId = decide(node, atStep, info);
     if (pauseId != 0)
-        holdFor(pauseId, node, atStep, info);
+        holdFor(pauseId, node, atStep, info, {});
 }
 
 std::uint64_t BreakpointController::decide(int node, std::int64_t atStep, const net::CollectiveInfo &info)
@@ -328,22 +329,25 @@ std::uint64_t BreakpointController::decideHeld(int node, std::int64_t atStep, co
 }
 
 bool BreakpointController::holdFor(std::uint64_t pauseId, int node, std::int64_t atStep,
-                                   const net::CollectiveInfo &info)
+                                   const net::CollectiveInfo &info, std::vector<TensorSnapshot> related)
 {
     Lock lock(m_mutex);
     if (m_aborted || !m_paused || m_pauseId != pauseId)
         return false; // released while the caller fetched the buffer
-    hold(lock, node, atStep, info);
+    hold(lock, node, atStep, info, std::move(related));
     return t_ticket.controller == this;
 }
 
-void BreakpointController::hold(Lock &lock, int node, std::int64_t atStep, const net::CollectiveInfo &info)
+void BreakpointController::hold(Lock &lock, int node, std::int64_t atStep, const net::CollectiveInfo &info,
+                                std::vector<TensorSnapshot> related)
 {
     noteHeldAtCollective(); // the timeline's Pause span (span_hook.h)
     // Only what this node contributes is shown and edited (an all-gather's
     // own chunk; nothing of a recv): the rest is not written yet.
     const net::BufferPart part = net::contributedPart(info, /*before=*/true);
-    Held held{node, atStep, info, part.whole ? info.buffer : info.buffer.slice(part.offset, part.count), {}, false};
+    // The related tensors are shown, never edited: only the buffer is.
+    Held held{node, atStep, info, part.whole ? info.buffer : info.buffer.slice(part.offset, part.count), {}, false,
+              std::move(related)};
     m_held.push_back(&held);
     // Before notify(): it unlocks, and a command may release us meanwhile.
     const std::uint64_t generation = m_generation;
@@ -395,6 +399,8 @@ std::shared_ptr<const PauseState> BreakpointController::publishIfReady()
     // Held threads are blocked and their buffers unchanged until released.
     for (const Held *h : m_held) {
         state->inputs.push_back(takePartSnapshot(h->info, /*before=*/true, h->node, h->step, m_options));
+        if (state->inputs.back().related.empty())
+            state->inputs.back().related = h->related;
     }
     std::stable_sort(state->inputs.begin(), state->inputs.end(), [](const auto &a, const auto &b) { return a.node < b.node; });
     if (m_resultsInNextPause)

@@ -106,9 +106,11 @@ public:
     // the pause the node must hold for (0: run through); holdFor() holds a
     // copy of the node's buffer (the user's edits land in it) until that
     // pause ends, and returns whether it ended with step() (then after() on
-    // the same thread reports the result).
+    // the same thread reports the result). `related`: the snapshots the
+    // node took of its info.related (a copy has no views of them).
     std::uint64_t decide(int node, std::int64_t step, const net::CollectiveInfo &info);
-    bool holdFor(std::uint64_t pauseId, int node, std::int64_t step, const net::CollectiveInfo &info);
+    bool holdFor(std::uint64_t pauseId, int node, std::int64_t step, const net::CollectiveInfo &info,
+                 std::vector<TensorSnapshot> related = {});
     void afterRemote(int node, std::int64_t step, const net::CollectiveInfo &info) { after(node, step, info); }
 
     // The results of the collective the last step() released, once every
@@ -126,7 +128,8 @@ private:
     void startPause(const std::string &reason, int hitNode);
     std::uint64_t decideHeld(int node, std::int64_t step, const net::CollectiveInfo &info, bool &began);
     void announceHold(); // m_paused to the hold callback, if it changed; without m_mutex
-    void hold(Lock &lock, int node, std::int64_t step, const net::CollectiveInfo &info);
+    void hold(Lock &lock, int node, std::int64_t step, const net::CollectiveInfo &info,
+              std::vector<TensorSnapshot> related);
     std::shared_ptr<const PauseState> publishIfReady();
     void notify(Lock &lock, const std::shared_ptr<const PauseState> &state);
     void release(bool stepping);

@@ -22,6 +22,8 @@ double elementAt(const net::TensorView &v, std::size_t i)
     case net::DType::Int64: return double(static_cast<const std::int64_t *>(v.data)[i]);
     case net::DType::Int32: return double(static_cast<const std::int32_t *>(v.data)[i]);
     case net::DType::UInt8: return double(static_cast<const std::uint8_t *>(v.data)[i]);
+    case net::DType::Float16: return double(net::halfToFloat(static_cast<const std::uint16_t *>(v.data)[i]));
+    case net::DType::BFloat16: return double(net::bfloat16ToFloat(static_cast<const std::uint16_t *>(v.data)[i]));
     }
     return 0;
 }
@@ -34,6 +36,8 @@ void setElement(const net::TensorView &v, std::size_t i, double x)
     case net::DType::Int64: static_cast<std::int64_t *>(v.data)[i] = std::int64_t(x); break;
     case net::DType::Int32: static_cast<std::int32_t *>(v.data)[i] = std::int32_t(x); break;
     case net::DType::UInt8: static_cast<std::uint8_t *>(v.data)[i] = std::uint8_t(x); break;
+    case net::DType::Float16: static_cast<std::uint16_t *>(v.data)[i] = net::floatToHalf(float(x)); break;
+    case net::DType::BFloat16: static_cast<std::uint16_t *>(v.data)[i] = net::floatToBFloat16(float(x)); break;
     }
 }
 
@@ -52,7 +56,9 @@ void applyEdit(const net::TensorView &v, const TensorEdit &e)
                                                         : nan);
 }
 
-QByteArray snapshotToJson(const TensorSnapshot &s, std::int64_t maxValues)
+namespace {
+
+QJsonObject snapshotObject(const TensorSnapshot &s, std::int64_t maxValues)
 {
     QJsonArray shape, values, histogram, downsampled;
     for (auto d : s.shape)
@@ -99,10 +105,10 @@ QByteArray snapshotToJson(const TensorSnapshot &s, std::int64_t maxValues)
         o.insert("members", members);
         o.insert("buffer_name", QString::fromStdString(s.bufferName));
     }
-    return QJsonDocument(o).toJson(QJsonDocument::Compact);
+    if (!s.related.empty()) // only a pause with them: any other JSON is as before
+        o.insert("related", relatedToJson(s.related));
+    return o;
 }
-
-namespace {
 
 constexpr qsizetype kMaxGroupMembers = 4096;
 
@@ -121,11 +127,8 @@ double jsonNumber(const QJsonValue &v)
     return s.toDouble();
 }
 
-} // namespace
-
-TensorSnapshot snapshotFromJson(const QByteArray &json)
+TensorSnapshot snapshotOfObject(const QJsonObject &o)
 {
-    const QJsonObject o = QJsonDocument::fromJson(json).object();
     TensorSnapshot s;
     s.node = o.value("node").toInt(-1);
     s.step = std::int64_t(o.value("step").toDouble());
@@ -168,6 +171,89 @@ TensorSnapshot snapshotFromJson(const QByteArray &json)
     s.axis = o.value("axis").toString().toStdString();
     s.bufferName = o.value("buffer_name").toString().toStdString();
     return s;
+}
+
+// A name from the network or a file: printable, one line, bounded.
+std::string boundedName(const QString &name)
+{
+    constexpr qsizetype kMaxNameChars = 200;
+    QString out;
+    for (const QChar c : name.left(kMaxNameChars))
+        out.append(c.isPrint() ? c : QChar(u'?'));
+    return out.toStdString();
+}
+
+} // namespace
+
+QByteArray snapshotToJson(const TensorSnapshot &s, std::int64_t maxValues)
+{
+    return QJsonDocument(snapshotObject(s, maxValues)).toJson(QJsonDocument::Compact);
+}
+
+TensorSnapshot snapshotFromJson(const QByteArray &json)
+{
+    const QJsonObject o = QJsonDocument::fromJson(json).object();
+    TensorSnapshot s = snapshotOfObject(o);
+    s.related = relatedFromJson(o.value("related").toArray());
+    return s;
+}
+
+QJsonArray relatedToJson(const std::vector<TensorSnapshot> &related)
+{
+    QJsonArray out;
+    for (std::size_t i = 0; i < related.size() && i < kMaxRelatedTensors; ++i) {
+        TensorSnapshot r = related[i];
+        r.related.clear(); // one level: a related tensor has none of its own
+        out.append(snapshotObject(r, kRelatedFullLimit));
+    }
+    return out;
+}
+
+std::vector<TensorSnapshot> relatedFromJson(const QJsonArray &array)
+{
+    // A node's SnapshotOptions are the defaults (64 bins, 256 points); these
+    // only stop a damaged or hostile message from growing without bound.
+    constexpr std::size_t kMaxBins = 1024, kMaxPoints = 4096;
+    std::vector<TensorSnapshot> out;
+    for (const QJsonValue &v : array) {
+        if (out.size() >= kMaxRelatedTensors)
+            break;
+        if (!v.isObject())
+            continue;
+        TensorSnapshot r = snapshotOfObject(v.toObject());
+        r.name = boundedName(QString::fromStdString(r.name));
+        r.axis.clear();
+        r.members.clear();
+        r.bufferName.clear();
+        r.count = std::max<std::int64_t>(0, r.count);
+        r.total = r.count;
+        r.offset = 0;
+        if (std::int64_t(r.values.size()) != r.count || r.count > kRelatedFullLimit)
+            r.values.clear();
+        if (r.histogram.size() > kMaxBins)
+            r.histogram.clear();
+        if (r.downsampled.size() > kMaxPoints)
+            r.downsampled.clear();
+        if (r.shape.size() > std::size_t(net::kMaxDims))
+            r.shape = {r.count};
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
+std::vector<TensorSnapshot> takeRelatedSnapshots(const net::CollectiveInfo &info, const SnapshotOptions &options)
+{
+    SnapshotOptions small = options;
+    small.fullLimit = std::min(options.fullLimit, kRelatedFullLimit);
+    std::vector<TensorSnapshot> out;
+    for (std::size_t i = 0; i < info.related.size() && i < kMaxRelatedTensors; ++i) {
+        TensorSnapshot r = takeSnapshot(info.related[i].view, small);
+        r.name = info.related[i].name;
+        r.kind = info.kind;
+        r.seq = info.seq;
+        out.push_back(std::move(r));
+    }
+    return out;
 }
 
 TensorSnapshot takeSnapshot(const net::TensorView &v, const SnapshotOptions &options)
@@ -255,6 +341,8 @@ TensorSnapshot takePartSnapshot(const net::CollectiveInfo &info, bool before, in
     s.before = before;
     s.offset = std::int64_t(part.offset);
     s.total = std::int64_t(info.buffer.count);
+    if (before)
+        s.related = takeRelatedSnapshots(info, options);
     return s;
 }
 

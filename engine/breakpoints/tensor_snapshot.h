@@ -8,6 +8,8 @@
 #include "net/tensor_view.h"
 
 #include <QByteArray>
+#include <QJsonArray>
+#include <QJsonObject>
 
 #include <cstdint>
 #include <string>
@@ -51,7 +53,18 @@ struct TensorSnapshot {
     std::string axis;
     std::vector<int> members;
     std::string bufferName;
+    // Read-only tensors shown beside an input (net::CollectiveInfo::related:
+    // PowerSGD's Q and error buffer per matrix beside P's all-reduce), each
+    // with its name ("Q fc1.weight"), shape and figures, its values only
+    // when small; at most kMaxRelatedTensors. Edits never touch them.
+    std::vector<TensorSnapshot> related;
 };
+
+// What rides with one pause message, bounded: a bucket of many matrices
+// names two tensors per matrix, and a cluster's node sends them all up.
+constexpr std::size_t kMaxRelatedTensors = 16;
+// A related tensor keeps its values (a heatmap's) up to this many.
+constexpr std::int64_t kRelatedFullLimit = 1024;
 
 struct SnapshotOptions {
     std::int64_t fullLimit = 1 << 20;
@@ -64,6 +77,15 @@ TensorSnapshot takeSnapshot(const net::TensorView &buffer, const SnapshotOptions
 // (after), with the collective's fields filled in.
 TensorSnapshot takePartSnapshot(const net::CollectiveInfo &info, bool before, int node, std::int64_t step,
                                 const SnapshotOptions &options);
+// The related tensors of `info` (the first kMaxRelatedTensors), with
+// `options`' histogram and curve, values only up to kRelatedFullLimit.
+std::vector<TensorSnapshot> takeRelatedSnapshots(const net::CollectiveInfo &info, const SnapshotOptions &options);
+// Related snapshots as JSON and back: what a cluster's node sends its
+// coordinator with a held buffer. Reading bounds what came over the network
+// (at most kMaxRelatedTensors, short printable names, capped arrays).
+QJsonArray relatedToJson(const std::vector<TensorSnapshot> &related);
+std::vector<TensorSnapshot> relatedFromJson(const QJsonArray &array);
+
 // "node 2's chunk, elements 100480..150719 of 200960", "the whole buffer",
 // "nothing yet (it receives)": what a shown part is, for the inspector and
 // --break's output.

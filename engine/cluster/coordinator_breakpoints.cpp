@@ -138,7 +138,8 @@ void Coordinator::Private::proxyLoop(int node, Proxy *p)
         }
         bool stepped = false;
         if (buffer->type() == "coll_buffer" && buffer->blob.size() == qsizetype(info.buffer.bytes()))
-            stepped = ctl->holdFor(pauseId, rank, step, info); // the user's edits land in buffer->blob
+            stepped = ctl->holdFor(pauseId, rank, step, info, // the user's edits land in buffer->blob
+                                   relatedFromJson(buffer->json.value(QStringLiteral("related")).toArray()));
         send(node, QJsonObject{{"type", "coll_go"}, {"epoch", epoch}, {"call", call}, {"stepped", stepped}},
              buffer->blob);
     }

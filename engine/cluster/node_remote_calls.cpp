@@ -8,6 +8,7 @@
 // fails the call like a lost peer.
 #include "node_agent_private.h"
 
+#include "engine/breakpoints/tensor_snapshot.h"
 #include "engine/span_hook.h"
 
 #include <cstring>
@@ -101,13 +102,16 @@ void Agent::remoteBefore(int epoch, std::int64_t step, const net::CollectiveInfo
         QJsonArray gathered; // what this node holds in full right now (zero3)
         for (const std::string &p : gatheredParamsNow())
             gathered.append(QString::fromStdString(p));
-        r = call(id,
-                 QJsonObject{{"type", "coll_buffer"},
-                             {"epoch", epoch},
-                             {"call", QString::number(id)},
-                             {"caller", QString::number(callerKey())},
-                             {"gathered", gathered}},
-                 buffer);
+        QJsonObject held{{"type", "coll_buffer"},
+                         {"epoch", epoch},
+                         {"call", QString::number(id)},
+                         {"caller", QString::number(callerKey())},
+                         {"gathered", gathered}};
+        // What rides with the buffer (PowerSGD's Q and error buffer), as
+        // snapshots: bounded (kMaxRelatedTensors, curves), read-only.
+        if (!info.related.empty())
+            held.insert("related", relatedToJson(takeRelatedSnapshots(info, SnapshotOptions{})));
+        r = call(id, held, buffer);
         if (r.blob.size() == qsizetype(info.buffer.bytes()) && !r.blob.isEmpty())
             std::memcpy(info.buffer.data, r.blob.constData(), std::size_t(r.blob.size())); // the user's edits
     }
