@@ -140,7 +140,23 @@ void TestClusterProcesses::killNineEdpTrainsOn()
     QCOMPARE(s.value("updates_applied").toInt(), 600);
     QCOMPARE(s.value("lost_ranks").toArray(), QJsonArray{2});
     QCOMPARE(s.value("reforms").toDouble(), 0.0);
-    QVERIFY(s.value("final_loss").toDouble() < 1.2);
+    // edp's final loss is one push's, on one worker's 16 samples: 0.3 to 1.0
+    // from run to run. The last 50 pushes' mean is the figure that says the
+    // run learned (2.3 at the start).
+    double sum = 0;
+    int count = 0;
+    const QStringList lines = c.coordinator->out().split('\n', Qt::SkipEmptyParts);
+    for (qsizetype i = lines.size() - 1; i >= 0 && count < 50; --i) {
+        const QJsonObject o = QJsonDocument::fromJson(lines[i].toUtf8()).object();
+        if (o.value("type").toString() == "step") {
+            sum += o.value("loss").toDouble();
+            ++count;
+        }
+    }
+    QCOMPARE(count, 50);
+    QVERIFY2(sum / count < 1.2, qPrintable(QStringLiteral("mean loss of the last 50 pushes %1, final %2")
+                                               .arg(sum / count)
+                                               .arg(s.value("final_loss").toDouble())));
 }
 
 void TestClusterProcesses::skewedClocksAreCorrected()
