@@ -1,5 +1,5 @@
 // The gradient compressors of engine/grad_compressor.h: fp16/bf16 casts and
-// PowerSGD, and --compress's parser (engine/compression_config.h).
+// PowerSGD.
 #include "grad_compressor.h"
 
 #include "engine/tensor_bridge.h"
@@ -8,47 +8,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <map>
-#include <stdexcept>
 
 namespace smol::engine {
-
-std::string CompressionConfig::text() const
-{
-    switch (kind) {
-    case Kind::None: return "none";
-    case Kind::Fp16: return "fp16";
-    case Kind::Bf16: return "bf16";
-    case Kind::PowerSgd: return "powersgd:" + std::to_string(rank);
-    }
-    return "none";
-}
-
-CompressionConfig parseCompression(const std::string &text)
-{
-    CompressionConfig c;
-    if (text == "none" || text.empty())
-        return c;
-    if (text == "fp16" || text == "bf16") {
-        c.kind = text == "fp16" ? CompressionConfig::Kind::Fp16 : CompressionConfig::Kind::Bf16;
-        return c;
-    }
-    const std::string prefix = "powersgd";
-    if (text.rfind(prefix, 0) == 0) {
-        c.kind = CompressionConfig::Kind::PowerSgd;
-        if (text.size() == prefix.size())
-            return c; // rank 1, PyTorch's default
-        const std::string r = text.substr(prefix.size());
-        char *end = nullptr;
-        const long v = r.size() > 1 && r[0] == ':' ? std::strtol(r.c_str() + 1, &end, 10) : 0;
-        if (end && *end == '\0' && v >= 1 && v <= kMaxPowerSgdRank) {
-            c.rank = int(v);
-            return c;
-        }
-        throw std::invalid_argument("--compress powersgd:R takes a rank R from 1 to " +
-                                    std::to_string(kMaxPowerSgdRank) + ", not '" + text + "'");
-    }
-    throw std::invalid_argument("--compress takes none, fp16, bf16 or powersgd:R, not '" + text + "'");
-}
 
 namespace {
 
@@ -104,6 +65,7 @@ private:
         std::vector<Span> rest; // sent uncompressed, with P
         std::int64_t pElems = 0, qElems = 0, restElems = 0;
         std::int64_t calls = 0;
+        torch::Tensor pBuf, qBuf; // the two all-reduces' buffers, kept from step to step
     };
 
     BucketState &stateOf(std::size_t bucket, const std::vector<BucketPiece> &pieces)
@@ -156,8 +118,11 @@ private:
     {
         const std::int64_t R = m_config.rank;
         std::vector<torch::Tensor> ms, ps, qs;
-        torch::Tensor pBuf = torch::empty({b.pElems + b.restElems});
-        torch::Tensor qBuf = torch::empty({b.qElems});
+        if (!b.pBuf.defined()) {
+            b.pBuf = torch::empty({b.pElems + b.restElems});
+            b.qBuf = torch::empty({b.qElems});
+        }
+        const torch::Tensor &pBuf = b.pBuf, &qBuf = b.qBuf;
         std::vector<net::RelatedTensor> related;
         std::int64_t po = 0, qo = 0;
         for (Matrix &m : b.matrices) {

@@ -32,7 +32,7 @@
 #include "train_command.h"
 
 #include "engine/breakpoints/break_console.h"
-#include "engine/grad_compressor.h"
+#include "engine/compression_config.h"
 #include "cluster/cluster_commands.h"
 #include "cluster/config_json.h"
 #include "engine/data/data_source.h"

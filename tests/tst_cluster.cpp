@@ -315,8 +315,11 @@ void TestCluster::killedNodeReforms()
     QCOMPARE(s.nodes, 2);
     QCOMPARE(s.extra.at("reforms"), 1.0);
     QCOMPARE(int(s.lossCurve.size()), 120);
-    for (double l : s.lossCurve)
-        QVERIFY(std::isfinite(l));
+    for (std::size_t k = 0; k < s.lossCurve.size(); ++k)
+        QVERIFY2(std::isfinite(s.lossCurve[k]), qPrintable(QStringLiteral("step %1: loss %2; log: %3")
+                                                                 .arg(k)
+                                                                 .arg(s.lossCurve[k])
+                                                                 .arg(logs.join(" | "))));
     QVERIFY(s.finalLoss < s.lossCurve.front());
     // Redone from the last completed step, on 2 nodes instead of 3: the
     // same mathematics as the uninterrupted run (same global batches, and

@@ -3,6 +3,7 @@
 #include "engine/compression_config.h"
 #include "engine/session/figure_table.h"
 #include "engine/strategies/strategy_registry.h"
+#include "net/communicator.h"
 #include "net/device_mesh.h"
 
 #include <QDir>
@@ -179,7 +180,6 @@ QStringList strategyList()
     return out;
 }
 const QStringList kStrategies = strategyList();
-const QStringList kAllReduces = {QStringLiteral("ring"), QStringLiteral("doubling"), QStringLiteral("auto")};
 const QStringList kTabs = {QStringLiteral("node"),      QStringLiteral("memory"),  QStringLiteral("shards"),
                            QStringLiteral("placement"), QStringLiteral("inspector"), QStringLiteral("log"),
                            QStringLiteral("charts"),    QStringLiteral("timeline")};
@@ -230,41 +230,8 @@ public:
                 reveal = nullptr;
             } else if (!step) {
                 fail(m_key, QStringLiteral("comes before the first 'step:'"));
-            } else if (m_key == QLatin1String("text")) {
-                step->text = join(step->text, value);
-            } else if (m_key == QLatin1String("run")) {
-                if (step->run)
-                    fail(m_key, QStringLiteral("a step runs once; begin another step"));
-                step->run = parseRun(value);
-            } else if (m_key == QLatin1String("until")) {
-                step->until = parseUntil(value);
-            } else if (m_key == QLatin1String("compare")) {
-                const QStringList w = value.split(QRegularExpression(QStringLiteral("\\s+")), Qt::SkipEmptyParts);
-                if (w.size() != 2)
-                    fail(m_key, QStringLiteral("needs two recorded runs' names: compare: A B"));
-                step->compareA = w[0];
-                step->compareB = w[1];
-            } else if (m_key == QLatin1String("edit")) {
-                step->edit = parseEdit(value);
-            } else if (m_key == QLatin1String("focus")) {
-                step->focus = parseFocus(value);
-            } else if (m_key == QLatin1String("reveal")) {
-                if (step->reveals.size() >= kMaxReveals)
-                    fail(m_key, QStringLiteral("more than %1 in one step").arg(kMaxReveals));
-                need(value);
-                step->reveals.push_back({});
-                reveal = &step->reveals.back();
-                reveal->label = value;
-                reveal->line = m_line;
-            } else if (m_key == QLatin1String("measure") || m_key == QLatin1String("formula") ||
-                       m_key == QLatin1String("show") || m_key == QLatin1String("unit") ||
-                       m_key == QLatin1String("tolerance")) {
-                if (!reveal)
-                    fail(m_key, QStringLiteral("belongs to a 'reveal:' (none before it in this step)"));
-                revealField(*reveal, value);
             } else {
-                fail(m_key, QStringLiteral("unknown field (lesson, about, step, text, run, until, edit, focus, "
-                                           "compare, reveal, measure, formula, show, unit, tolerance)"));
+                stepField(*step, reveal, value);
             }
         }
         m_key.clear();
@@ -283,6 +250,47 @@ public:
     }
 
 private:
+    // A field inside a step: its text, run, what it waits for, shows and reveals.
+    void stepField(LessonStep &step, LessonReveal *&reveal, const QString &value)
+    {
+        if (m_key == QLatin1String("text")) {
+            step.text = join(step.text, value);
+        } else if (m_key == QLatin1String("run")) {
+            if (step.run)
+                fail(m_key, QStringLiteral("a step runs once; begin another step"));
+            step.run = parseRun(value);
+        } else if (m_key == QLatin1String("until")) {
+            step.until = parseUntil(value);
+        } else if (m_key == QLatin1String("compare")) {
+            const QStringList w = value.split(QRegularExpression(QStringLiteral("\\s+")), Qt::SkipEmptyParts);
+            if (w.size() != 2)
+                fail(m_key, QStringLiteral("needs two recorded runs' names: compare: A B"));
+            step.compareA = w[0];
+            step.compareB = w[1];
+        } else if (m_key == QLatin1String("edit")) {
+            step.edit = parseEdit(value);
+        } else if (m_key == QLatin1String("focus")) {
+            step.focus = parseFocus(value);
+        } else if (m_key == QLatin1String("reveal")) {
+            if (step.reveals.size() >= kMaxReveals)
+                fail(m_key, QStringLiteral("more than %1 in one step").arg(kMaxReveals));
+            need(value);
+            step.reveals.push_back({});
+            reveal = &step.reveals.back();
+            reveal->label = value;
+            reveal->line = m_line;
+        } else if (m_key == QLatin1String("measure") || m_key == QLatin1String("formula") ||
+                   m_key == QLatin1String("show") || m_key == QLatin1String("unit") ||
+                   m_key == QLatin1String("tolerance")) {
+            if (!reveal)
+                fail(m_key, QStringLiteral("belongs to a 'reveal:' (none before it in this step)"));
+            revealField(*reveal, value);
+        } else {
+            fail(m_key, QStringLiteral("unknown field (lesson, about, step, text, run, until, edit, focus, "
+                                       "compare, reveal, measure, formula, show, unit, tolerance)"));
+        }
+    }
+
     [[noreturn]] void fail(const QString &field, const QString &why) const
     {
         const QString where = QStringLiteral("%1:%2").arg(m_file).arg(m_line);
@@ -379,8 +387,9 @@ private:
             checkCompression(field, v);
         if (k == QLatin1String("compress-start"))
             integer(field, v, 0, 100000000);
-        if (k == QLatin1String("allreduce") && !kAllReduces.contains(v))
-            fail(field, QStringLiteral("'%1' is not one of %2").arg(v, kAllReduces.join(", ")));
+        net::AllReduceAlgorithm algorithm;
+        if (k == QLatin1String("allreduce") && !net::parseAllReduceAlgorithm(v.toStdString(), &algorithm))
+            fail(field, QStringLiteral("'%1' is not one of ring, doubling, auto").arg(v));
     }
 
     // compress=none|fp16|bf16|powersgd:R, as smolctl train's --compress.

@@ -302,6 +302,49 @@ int runScreenshot(QApplication &app, smol::app::EngineController &engine, smol::
     return app.exec();
 }
 
+namespace {
+
+// The tool bar's settings as the command line asks.
+smol::app::RunSettings settingsOf(smol::app::RunSettings settings, const GuiOptions &options)
+{
+    settings.strategy = options.strategy;
+    settings.backend = options.backend;
+    settings.nodes = options.nodes;
+    if (!options.model.isEmpty())
+        settings.model = options.model;
+    settings.mesh = options.mesh;
+    if (!options.compress.isEmpty())
+        settings.compression = options.compress;
+    if (options.steps > 0)
+        settings.steps = options.steps;
+    else if (!options.screenshot.isEmpty())
+        settings.steps = 20;
+    return settings;
+}
+
+// --replay (and --compare): false, with the reason on stderr, when a file
+// does not open.
+bool openReplay(smol::app::MainWindow &window, const GuiOptions &options)
+{
+    if (options.replay.isEmpty())
+        return true;
+    QString error;
+    if (!window.openSession(options.replay, &error, /*quiet=*/true)) {
+        std::fprintf(stderr, "smolcluster: %s\n", qPrintable(error));
+        return false;
+    }
+    if (!options.compare.isEmpty()) {
+        if (!window.compare()->open(options.compare, &error, /*quiet=*/true)) {
+            std::fprintf(stderr, "smolcluster: %s\n", qPrintable(error));
+            return false;
+        }
+        window.showView(QStringLiteral("memory")); // both runs' bars side by side
+    }
+    return true;
+}
+
+} // namespace
+
 int main(int argc, char **argv)
 {
     // Help, version and bad values must not need a display, so parse once
@@ -344,20 +387,7 @@ int main(int argc, char **argv)
     }
     smol::app::EngineController &engine = *engineOwner;
     smol::app::MainWindow window(&engine);
-    smol::app::RunSettings settings = window.settings();
-    settings.strategy = options.strategy;
-    settings.backend = options.backend;
-    settings.nodes = options.nodes;
-    if (!options.model.isEmpty())
-        settings.model = options.model;
-    settings.mesh = options.mesh;
-    if (!options.compress.isEmpty())
-        settings.compression = options.compress;
-    if (options.steps > 0)
-        settings.steps = options.steps;
-    else if (!options.screenshot.isEmpty())
-        settings.steps = 20;
-    window.setSettings(settings);
+    window.setSettings(settingsOf(window.settings(), options));
     window.setProjectorMode(options.projector);
     window.timeline()->setLiveMemoryBudget(std::size_t(options.timelineBudgetMiB) << 20);
     window.show();
@@ -371,20 +401,8 @@ int main(int argc, char **argv)
         }
     }
 
-    if (!options.replay.isEmpty()) {
-        QString error;
-        if (!window.openSession(options.replay, &error, /*quiet=*/true)) {
-            std::fprintf(stderr, "smolcluster: %s\n", qPrintable(error));
-            return 1;
-        }
-        if (!options.compare.isEmpty()) {
-            if (!window.compare()->open(options.compare, &error, /*quiet=*/true)) {
-                std::fprintf(stderr, "smolcluster: %s\n", qPrintable(error));
-                return 1;
-            }
-            window.showView(QStringLiteral("memory")); // both runs' bars side by side
-        }
-    }
+    if (!openReplay(window, options))
+        return 1;
     if (!options.lesson.isEmpty())
         return runLesson(app, engine, window, options);
     if (!options.screenshot.isEmpty())

@@ -13,6 +13,7 @@
 // and prints milliseconds per all-reduce beside Gloo's. Larger cases run the
 // ring (or the --allreduce choice) as a bandwidth table row.
 #include "allreduce_bench.h"
+#include "step_clock.h"
 
 #include "engine/gloo/gloo_allreduce.h"
 #include "net/communicator.h"
@@ -176,12 +177,6 @@ double busbw(std::size_t bytes, int nodes, double seconds)
     return double(bytes) / seconds * 2.0 * (nodes - 1) / nodes / 1e9;
 }
 
-double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
-}
-
 bool matchesClosedForm(const std::vector<float> &out, int nodes)
 {
     for (std::size_t i = 0; i < out.size(); ++i) {
@@ -255,13 +250,13 @@ QString latencyRow(const CaseTimes &t, std::size_t bytes, int nodes)
     QString ratios;
     for (std::size_t a = 0; a < t.algorithms.size(); ++a) {
         const QString name = net::allReduceAlgorithmName(t.algorithms[a]);
-        const double sec = median(t.ours[a]);
+        const double sec = bench::median(t.ours[a]);
         row += QString(" %1 %2 ms,").arg(name).arg(sec * 1e3, 0, 'f', 3);
         if (!t.gloo.empty())
-            ratios += QString(" %1/gloo %2x,").arg(name).arg(ratioOf(sec, median(t.gloo)), 0, 'f', 2);
+            ratios += QString(" %1/gloo %2x,").arg(name).arg(ratioOf(sec, bench::median(t.gloo)), 0, 'f', 2);
     }
     if (!t.gloo.empty())
-        row += QString(" gloo %1 ms;").arg(median(t.gloo) * 1e3, 0, 'f', 3) + ratios;
+        row += QString(" gloo %1 ms;").arg(bench::median(t.gloo) * 1e3, 0, 'f', 3) + ratios;
     row.chop(1);
     return row;
 }
@@ -285,10 +280,10 @@ QString bandwidthRow(const CaseTimes &t, std::size_t bytes, int nodes, int iters
                       .arg(sizeLabel(bytes), -6)
                       .arg(nodes, 5)
                       .arg(iters, 6)
-                      .arg(median(ours), 10, 'f', 3);
+                      .arg(bench::median(ours), 10, 'f', 3);
     if (!gloo.empty()) {
-        const double ratio = median(gloo) > 0 ? median(ours) / median(gloo) : 0;
-        row += QString(" %1 %2").arg(median(gloo), 10, 'f', 3).arg(ratio, 9, 'f', 2);
+        const double ratio = bench::median(gloo) > 0 ? bench::median(ours) / bench::median(gloo) : 0;
+        row += QString(" %1 %2").arg(bench::median(gloo), 10, 'f', 3).arg(ratio, 9, 'f', 2);
         if (bytes >= (std::size_t(4) << 20) && nodes > 1)
             sum.minRatio = sum.minRatio < 0 ? ratio : std::min(sum.minRatio, ratio);
         if (nodes == 4 && t.algorithms[0] == net::AllReduceAlgorithm::Ring) {

@@ -1,7 +1,8 @@
 // `smolctl bench train`'s compression part (compress_bench.h).
 #include "compress_bench.h"
+#include "step_clock.h"
 
-#include "engine/grad_compressor.h"
+#include "engine/compression_config.h"
 #include "engine/trainer.h"
 
 #include <algorithm>
@@ -16,12 +17,6 @@ constexpr std::int64_t kBatch = 120;
 constexpr std::int64_t kAccuracySteps = 600;
 constexpr std::int64_t kSlowSteps = 40; // measured, after the start steps
 
-double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
-}
-
 TrainConfig configOf(const std::string &compress, std::int64_t steps)
 {
     TrainConfig c;
@@ -34,30 +29,6 @@ TrainConfig configOf(const std::string &compress, std::int64_t steps)
     c.compression = parseCompression(compress);
     return c;
 }
-
-// Samples/s over the steps from `from` on: the steady state, after
-// PowerSGD's plain start (plain ddp is timed over the same steps).
-class SteadyClock : public TrainObserver {
-public:
-    explicit SteadyClock(std::int64_t from) : m_from(from) {}
-    void onStep(const StepReport &r) override
-    {
-        if (r.step + 1 == m_from)
-            m_startS = r.seconds;
-        m_lastS = r.seconds;
-        m_last = r.step;
-    }
-    double samplesPerS() const
-    {
-        const double s = m_lastS - m_startS;
-        return s > 0 ? double((m_last + 1 - m_from) * kBatch) / s : 0;
-    }
-
-private:
-    std::int64_t m_from;
-    double m_startS = 0, m_lastS = 0;
-    std::int64_t m_last = 0;
-};
 
 QString fixed(double v, int digits) { return QString::number(v, 'f', digits); }
 
@@ -96,12 +67,12 @@ int runCompressionBench(int rounds, QTextStream &out, QTextStream &err)
                 for (int a = 0; a < kNodes; ++a)
                     for (int b = a + 1; b < kNodes; ++b)
                         c.links.push_back(TrainConfig::Link{a, b, net::LinkLimit{100e6, std::chrono::milliseconds(1)}});
-                SteadyClock clock(from);
+                bench::StepClock clock(from); // the steady state, after PowerSGD's plain start
                 runTraining(c, &clock);
-                speed[i].push_back(clock.samplesPerS());
+                speed[i].push_back(clock.samplesPerS(kBatch));
             }
         }
-        const double plain = median(speed[0]), psgd = median(speed[2]), half = median(speed[1]);
+        const double plain = bench::median(speed[0]), psgd = bench::median(speed[2]), half = bench::median(speed[1]);
         out << "# every link 100 Mbit/s, 1 ms; samples/s over steps " << from + 1 << ".." << from + kSlowSteps
             << ", median of " << rounds << " rounds: ddp " << fixed(plain, 0) << ", ddp+powersgd:2 "
             << fixed(psgd, 0) << ", ddp+fp16 " << fixed(half, 0) << "\n";
@@ -124,9 +95,9 @@ int runCompressionBench(int rounds, QTextStream &out, QTextStream &err)
             ddp.push_back(runTraining(d).samplesPerS);
             fp16.push_back(runTraining(f).samplesPerS);
         }
-        const double one = median(single);
-        out << "ratio ddp/single at global batch 64 with fp16: " << fixed(one > 0 ? median(fp16) / one : 0, 2)
-            << " (plain: " << fixed(one > 0 ? median(ddp) / one : 0, 2) << "; target 0.85)\n";
+        const double one = bench::median(single);
+        out << "ratio ddp/single at global batch 64 with fp16: " << fixed(one > 0 ? bench::median(fp16) / one : 0, 2)
+            << " (plain: " << fixed(one > 0 ? bench::median(ddp) / one : 0, 2) << "; target 0.85)\n";
     } catch (const std::exception &e) {
         err << "smolctl bench train: " << e.what() << "\n";
         return 1;

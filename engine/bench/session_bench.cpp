@@ -14,6 +14,7 @@
 //    recorded ddp run of (1) produced them (at least 10k events/s), so a
 //    window holds what a real run's second holds.
 #include "session_bench.h"
+#include "step_clock.h"
 
 #include "engine/session/session_reader.h"
 #include "engine/session/session_recorder.h"
@@ -31,12 +32,6 @@
 namespace smol::engine {
 
 namespace {
-
-double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
-}
 
 // Takes every event and drops it: what the engine's instrumentation costs
 // without any writing.
@@ -130,10 +125,10 @@ int runSessionBench(const QStringList &args, QTextStream &out, QTextStream &err)
         // seconds apart side by side, so the load of a shared machine, which
         // drifts over a minute by more than the few per cent measured here,
         // mostly cancels.
-        const double overhead = median(ratios);
-        out << "step time: " << QString::number(median(plain) * 1e3, 'f', 3) << " ms without a recorder, "
-            << QString::number(median(nullSink) * 1e3, 'f', 3) << " ms with events taken and dropped, "
-            << QString::number(median(recorded) * 1e3, 'f', 3) << " ms recorded ("
+        const double overhead = bench::median(ratios);
+        out << "step time: " << QString::number(bench::median(plain) * 1e3, 'f', 3) << " ms without a recorder, "
+            << QString::number(bench::median(nullSink) * 1e3, 'f', 3) << " ms with events taken and dropped, "
+            << QString::number(bench::median(recorded) * 1e3, 'f', 3) << " ms recorded ("
             << QString::number(eventRate, 'f', 0) << " events/s)\n";
         out << "recording overhead (step time with / without): " << QString::number(overhead, 'f', 3)
             << " (target <= 1.03; median of the rounds' ratios, which ranged "
@@ -193,7 +188,7 @@ int runSessionBench(const QStringList &args, QTextStream &out, QTextStream &err)
         const double worst = *std::max_element(windowMs.begin(), windowMs.end());
         out << "1M-event session (" << QString::number(density, 'f', 0)
             << " events per recorded second): open " << QString::number(openMs, 'f', 1) << " ms; 1 s window ("
-            << rows / 20 << " rows) median " << QString::number(median(windowMs), 'f', 1) << " ms, worst "
+            << rows / 20 << " rows) median " << QString::number(bench::median(windowMs), 'f', 1) << " ms, worst "
             << QString::number(worst, 'f', 1) << " ms (target <= 50 ms)\n";
         out << "session bench: overhead " << QString::number(overhead, 'f', 3) << ", write "
             << QString::number(double(events) / writeSeconds, 'f', 0) << " events/s, window worst "

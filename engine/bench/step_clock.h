@@ -1,5 +1,5 @@
-// What the cluster benches share: the median of rounds, and a run's
-// steady-state samples/s timed from its step reports. LibTorch-free.
+// What the benches share: the median of rounds, and a run's steady-state
+// samples/s timed from its step reports. LibTorch-free.
 #pragma once
 
 #include "engine/trainer.h"
@@ -19,11 +19,16 @@ inline double median(std::vector<double> v)
     return v[v.size() / 2];
 }
 
-// Times the step reports of one run (onStep: once per completed step).
+// Times the step reports of one run (onStep: once per completed step), from
+// the end of step `from` - 1 on (0: from the first report), so the steps
+// timed are `from` onwards: e.g. after PowerSGD's plain start.
 class StepClock : public TrainObserver {
 public:
+    explicit StepClock(std::int64_t from = 0) : m_from(from) {}
     void onStep(const StepReport &r) override
     {
+        if (r.step + 1 < m_from)
+            return;
         std::lock_guard lock(m_mutex);
         const auto now = std::chrono::steady_clock::now();
         if (m_steps++ == 0) {
@@ -41,6 +46,7 @@ public:
     }
 
 private:
+    std::int64_t m_from;
     std::mutex m_mutex;
     int m_steps = 0;
     std::int64_t m_firstStep = 0, m_lastStep = 0;

@@ -13,6 +13,7 @@
 // on the gpt (2 nodes, its default global batch of 32). Then compression
 // (compress_bench.h; alone with --compression).
 #include "train_bench.h"
+#include "step_clock.h"
 
 #include "compress_bench.h"
 
@@ -90,148 +91,171 @@ private:
     std::vector<MemorySample> m_memory;
 };
 
-double median(std::vector<double> v)
+} // namespace
+
+namespace {
+
+struct TrainBenchArgs {
+    std::int64_t steps = 200, batch = 64;
+    int rounds = 3;
+    bool compressionOnly = false;
+};
+
+// Returns the error, empty when `args` are good.
+QString parseTrainBenchArgs(const QStringList &args, TrainBenchArgs &a)
 {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
+    for (int i = 0; i < args.size(); ++i) {
+        if (args[i] == "--compression") {
+            a.compressionOnly = true;
+            continue;
+        }
+        bool ok = i + 1 < args.size();
+        const QString name = args[i];
+        const qlonglong v = ok ? args[++i].toLongLong(&ok) : 0;
+        if (ok && name == "--steps" && v >= 1 && v <= 1000000)
+            a.steps = v;
+        else if (ok && name == "--global-batch" && v >= 2 && v % 2 == 0 && v <= 65536)
+            a.batch = v;
+        else if (ok && name == "--rounds" && v >= 1 && v <= 100)
+            a.rounds = int(v);
+        else
+            return "bad or unknown argument '" + name + "' (--steps K, --global-batch B (even), --rounds R, --compression)";
+    }
+    return {};
+}
+
+TrainConfig benchConfig(const TrainBenchArgs &a, const char *strategy, int nodes)
+{
+    TrainConfig c;
+    c.strategy = strategy;
+    c.nodes = nodes;
+    c.steps = a.steps;
+    c.globalBatch = a.batch;
+    c.transport = net::TransportKind::Tcp;
+    return c;
+}
+
+QString share(const RecordingSink::Hidden &h)
+{
+    return QString::number(h.allNs > 0 ? double(h.hiddenNs) / double(h.allNs) : 0, 'f', 2);
+}
+
+// 1. single against ddp at the bench's batch, ddp with the recording sink
+// attached and detached, the share of all-reduce hidden. Returns ddp/single.
+double benchDdpAndTrace(const TrainBenchArgs &a, QTextStream &out)
+{
+    std::vector<double> single, ddp, detached, attached;
+    std::size_t events = 0, memorySamples = 0;
+    RecordingSink::Hidden hidden;
+    for (int r = 0; r < a.rounds; ++r) {
+        single.push_back(runTraining(benchConfig(a, "single", 1)).samplesPerS);
+        TrainConfig d = benchConfig(a, "ddp", 2);
+        d.countBytes = false;
+        const TrainSummary plain = runTraining(d);
+        ddp.push_back(plain.samplesPerS);
+        detached.push_back(1000 * plain.seconds / double(a.steps));
+        RecordingSink sink;
+        d.events = &sink;
+        attached.push_back(1000 * runTraining(d).seconds / double(a.steps));
+        events = sink.frames();
+        memorySamples = sink.memorySamples();
+        const RecordingSink::Hidden h = sink.hiddenAllReduce();
+        hidden.hiddenNs += h.hiddenNs;
+        hidden.allNs += h.allNs;
+        hidden.buckets = h.buckets;
+    }
+    const double s = bench::median(single), p = bench::median(ddp), at = bench::median(attached), dt = bench::median(detached);
+    out << "single (1 node)         samples/s: " << QString::number(s, 'f', 0) << "\n";
+    out << "ddp (2 nodes)           samples/s: " << QString::number(p, 'f', 0) << "\n";
+    out << "ratio ddp/single: " << QString::number(s > 0 ? p / s : 0, 'f', 2) << "\n";
+    out << "ddp step time, trace sink detached: " << QString::number(dt, 'f', 3) << " ms\n";
+    out << "ddp step time, trace sink attached: " << QString::number(at, 'f', 3) << " ms (" << events
+        << " frame events and " << memorySamples << " memory samples at collectives recorded per run)\n";
+    out << "trace overhead ratio attached/detached: " << QString::number(dt > 0 ? at / dt : 0, 'f', 3)
+        << " (target <= 1.03)\n";
+    out << "share of all-reduce time hidden under backward: " << share(hidden) << " (mlp, " << hidden.buckets
+        << " bucket(s); the last one is complete only when backward is)\n";
+    out.flush();
+    return s > 0 ? p / s : 0;
+}
+
+// 2. ddp/single at global batches 64, 512 and 2048 (`atBatch` measured
+// already at the bench's own batch).
+void benchBatchLadder(const TrainBenchArgs &a, double atBatch, QTextStream &out)
+{
+    for (const std::int64_t b : {std::int64_t(64), std::int64_t(512), std::int64_t(2048)}) {
+        double ratio = atBatch;
+        if (b != a.batch) {
+            std::vector<double> one, two;
+            for (int r = 0; r < a.rounds; ++r) {
+                TrainConfig c1 = benchConfig(a, "single", 1), c2 = benchConfig(a, "ddp", 2);
+                c1.globalBatch = c2.globalBatch = b;
+                // 400k samples at least: the first steps' warm-up (allocations,
+                // first touches) would weigh on a short run.
+                c1.steps = c2.steps = std::max<std::int64_t>(a.steps, 409600 / b);
+                c2.countBytes = false;
+                one.push_back(runTraining(c1).samplesPerS);
+                two.push_back(runTraining(c2).samplesPerS);
+            }
+            ratio = bench::median(one) > 0 ? bench::median(two) / bench::median(one) : 0;
+        }
+        out << "ratio ddp/single at global batch " << b << ": " << QString::number(ratio, 'f', 2) << "\n";
+        out.flush();
+    }
+}
+
+// 3. zero3 against ddp on the gpt, and ddp's overlap there (2 buckets).
+void benchGpt(const TrainBenchArgs &a, QTextStream &out)
+{
+    auto gpt = [&](const char *strategy) {
+        TrainConfig c = benchConfig(a, strategy, 2);
+        c.model.kind = "gpt";
+        c.globalBatch = 32;
+        c.steps = std::max<std::int64_t>(100, a.steps / 2);
+        c.countBytes = false;
+        return c;
+    };
+    std::vector<double> zero3, ddpGpt;
+    for (int r = 0; r < a.rounds; ++r)
+        for (const char *strategy : {"ddp", "zero3"})
+            (strategy[0] == 'z' ? zero3 : ddpGpt).push_back(runTraining(gpt(strategy)).samplesPerS);
+    const double z = bench::median(zero3), g = bench::median(ddpGpt);
+    TrainConfig c = gpt("ddp");
+    RecordingSink sink;
+    c.events = &sink;
+    runTraining(c);
+    const RecordingSink::Hidden h = sink.hiddenAllReduce();
+    out << "share of all-reduce time hidden under backward on gpt (2 nodes): " << share(h) << " (" << h.buckets
+        << " buckets)\n";
+    out << "zero3 (2 nodes, gpt)    samples/s: " << QString::number(z, 'f', 0) << "\n";
+    out << "ddp (2 nodes, gpt)      samples/s: " << QString::number(g, 'f', 0) << "\n";
+    out << "ratio zero3/ddp on gpt (2 nodes): " << QString::number(g > 0 ? z / g : 0, 'f', 2) << "\n";
+    out.flush();
 }
 
 } // namespace
 
 int runTrainBench(const QStringList &args, QTextStream &out, QTextStream &err)
 {
-    std::int64_t steps = 200, batch = 64;
-    int rounds = 3;
-    bool compressionOnly = false;
-    for (int i = 0; i < args.size(); ++i) {
-        if (args[i] == "--compression") {
-            compressionOnly = true;
-            continue;
-        }
-        bool ok = i + 1 < args.size();
-        const QString a = args[i];
-        const qlonglong v = ok ? args[++i].toLongLong(&ok) : 0;
-        if (ok && a == "--steps" && v >= 1 && v <= 1000000)
-            steps = v;
-        else if (ok && a == "--global-batch" && v >= 2 && v % 2 == 0 && v <= 65536)
-            batch = v;
-        else if (ok && a == "--rounds" && v >= 1 && v <= 100)
-            rounds = int(v);
-        else {
-            err << "smolctl bench train: bad or unknown argument '" << a
-                << "' (--steps K, --global-batch B (even), --rounds R, --compression)\n";
-            return 2;
-        }
+    TrainBenchArgs a;
+    if (const QString bad = parseTrainBenchArgs(args, a); !bad.isEmpty()) {
+        err << "smolctl bench train: " << bad << "\n";
+        return 2;
     }
-    if (compressionOnly)
-        return runCompressionBench(rounds, out, err);
-    auto config = [&](const char *strategy, int nodes) {
-        TrainConfig c;
-        c.strategy = strategy;
-        c.nodes = nodes;
-        c.steps = steps;
-        c.globalBatch = batch;
-        c.transport = net::TransportKind::Tcp;
-        return c;
-    };
-    out << "# mlp, global batch " << batch << ", " << steps << " steps, one LibTorch thread per node, TCP loopback;\n"
-        << "# median of " << rounds << " alternating rounds\n";
+    if (a.compressionOnly)
+        return runCompressionBench(a.rounds, out, err);
+    out << "# mlp, global batch " << a.batch << ", " << a.steps
+        << " steps, one LibTorch thread per node, TCP loopback;\n"
+        << "# median of " << a.rounds << " alternating rounds\n";
     out.flush();
-    std::vector<double> single, ddp, detached, attached;
-    std::size_t events = 0, memorySamples = 0;
-    RecordingSink::Hidden hidden;
     try {
-        for (int r = 0; r < rounds; ++r) {
-            single.push_back(runTraining(config("single", 1)).samplesPerS);
-            TrainConfig d = config("ddp", 2);
-            d.countBytes = false;
-            const TrainSummary plain = runTraining(d);
-            ddp.push_back(plain.samplesPerS);
-            detached.push_back(1000 * plain.seconds / double(steps));
-            RecordingSink sink;
-            d.events = &sink;
-            attached.push_back(1000 * runTraining(d).seconds / double(steps));
-            events = sink.frames();
-            memorySamples = sink.memorySamples();
-            const RecordingSink::Hidden h = sink.hiddenAllReduce();
-            hidden.hiddenNs += h.hiddenNs;
-            hidden.allNs += h.allNs;
-            hidden.buckets = h.buckets;
-        }
+        benchBatchLadder(a, benchDdpAndTrace(a, out), out);
+        benchGpt(a, out);
     } catch (const std::exception &e) {
         err << "smolctl bench train: " << e.what() << "\n";
         return 1;
     }
-    const double s = median(single), p = median(ddp), a = median(attached), dt = median(detached);
-    out << "single (1 node)         samples/s: " << QString::number(s, 'f', 0) << "\n";
-    out << "ddp (2 nodes)           samples/s: " << QString::number(p, 'f', 0) << "\n";
-    out << "ratio ddp/single: " << QString::number(s > 0 ? p / s : 0, 'f', 2) << "\n";
-    out << "ddp step time, trace sink detached: " << QString::number(dt, 'f', 3) << " ms\n";
-    out << "ddp step time, trace sink attached: " << QString::number(a, 'f', 3) << " ms (" << events
-        << " frame events and " << memorySamples << " memory samples at collectives recorded per run)\n";
-    out << "trace overhead ratio attached/detached: " << QString::number(dt > 0 ? a / dt : 0, 'f', 3)
-        << " (target <= 1.03)\n";
-    const auto share = [](const RecordingSink::Hidden &h) {
-        return QString::number(h.allNs > 0 ? double(h.hiddenNs) / double(h.allNs) : 0, 'f', 2);
-    };
-    out << "share of all-reduce time hidden under backward: " << share(hidden) << " (mlp, " << hidden.buckets
-        << " bucket(s); the last one is complete only when backward is)\n";
-    out.flush();
-
-    // The ladder of global batches, then zero3 against ddp on the gpt.
-    try {
-        for (const std::int64_t b : {std::int64_t(64), std::int64_t(512), std::int64_t(2048)}) {
-            double ratio = s > 0 ? p / s : 0;
-            if (b != batch) {
-                std::vector<double> one, two;
-                for (int r = 0; r < rounds; ++r) {
-                    TrainConfig c1 = config("single", 1), c2 = config("ddp", 2);
-                    c1.globalBatch = c2.globalBatch = b;
-                    // 400k samples at least: the first steps' warm-up (allocations,
-                    // first touches) would weigh on a short run.
-                    c1.steps = c2.steps = std::max<std::int64_t>(steps, 409600 / b);
-                    c2.countBytes = false;
-                    one.push_back(runTraining(c1).samplesPerS);
-                    two.push_back(runTraining(c2).samplesPerS);
-                }
-                ratio = median(one) > 0 ? median(two) / median(one) : 0;
-            }
-            out << "ratio ddp/single at global batch " << b << ": " << QString::number(ratio, 'f', 2) << "\n";
-            out.flush();
-        }
-        std::vector<double> zero3, ddpGpt;
-        for (int r = 0; r < rounds; ++r) {
-            for (const char *strategy : {"ddp", "zero3"}) {
-                TrainConfig c = config(strategy, 2);
-                c.model.kind = "gpt";
-                c.globalBatch = 32;
-                c.steps = std::max<std::int64_t>(100, steps / 2);
-                c.countBytes = false;
-                (strategy[0] == 'z' ? zero3 : ddpGpt).push_back(runTraining(c).samplesPerS);
-            }
-        }
-        const double z = median(zero3), g = median(ddpGpt);
-        { // ddp's overlap where there is more than one bucket to overlap
-            TrainConfig c = config("ddp", 2);
-            c.model.kind = "gpt";
-            c.globalBatch = 32;
-            c.steps = std::max<std::int64_t>(100, steps / 2);
-            RecordingSink sink;
-            c.events = &sink;
-            runTraining(c);
-            const RecordingSink::Hidden h = sink.hiddenAllReduce();
-            out << "share of all-reduce time hidden under backward on gpt (2 nodes): " << share(h) << " ("
-                << h.buckets << " buckets)\n";
-        }
-        out << "zero3 (2 nodes, gpt)    samples/s: " << QString::number(z, 'f', 0) << "\n";
-        out << "ddp (2 nodes, gpt)      samples/s: " << QString::number(g, 'f', 0) << "\n";
-        out << "ratio zero3/ddp on gpt (2 nodes): " << QString::number(g > 0 ? z / g : 0, 'f', 2) << "\n";
-    } catch (const std::exception &e) {
-        err << "smolctl bench train: " << e.what() << "\n";
-        return 1;
-    }
-    out.flush();
-    return runCompressionBench(rounds, out, err);
+    return runCompressionBench(a.rounds, out, err);
 }
 
 } // namespace smol::engine

@@ -1,6 +1,6 @@
 #include "config_json.h"
 
-#include "engine/grad_compressor.h"
+#include "engine/compression_config.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>

@@ -77,6 +77,9 @@ private:
         std::vector<std::pair<int, double>> losses; // (rank, loss)
         std::vector<net::MemoryByCategory> memory;
     };
+    // One StepReport for `step` from what `p` gathered: to the curve and the observer.
+    void complete(std::int64_t step, const Pending &p);
+
     std::vector<std::int64_t> m_lossRows;
     std::vector<double> m_curve;
     std::int64_t m_samplesPerStep;

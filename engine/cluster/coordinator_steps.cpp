@@ -3,7 +3,10 @@
 // that ran it has reported (asynchronous strategies: once rank 0 has, with
 // the others' latest memory), its loss the mean of the ranks' losses
 // weighted by their rows (stepLoss, strategy.h). A re-formed epoch forgets
-// the steps it will redo. Keeps the loss curve for the summary.
+// the steps it will redo; a step before its first one that the lost epoch
+// finished without every report (a node killed between its step's last
+// collective and its report) is completed with the losses that came. Keeps
+// the loss curve for the summary.
 #include "coordinator_private.h"
 
 #include "engine/strategy.h"
@@ -24,6 +27,9 @@ StepAggregator::StepAggregator(std::int64_t steps, std::int64_t samplesPerStep, 
 
 void StepAggregator::beginEpoch(int world, std::int64_t firstStep, std::vector<std::int64_t> lossRows)
 {
+    for (auto &[step, p] : m_pending)
+        if (step < firstStep && !p.losses.empty() && std::isnan(m_curve[std::size_t(step)]))
+            complete(step, p); // the old epoch's rows weigh its losses
     m_world = world;
     m_lossRows = std::move(lossRows);
     m_pending.clear();
@@ -49,6 +55,12 @@ void StepAggregator::report(int rank, std::int64_t step, double loss, const net:
         p.losses.emplace_back(rank, loss);
     if (!m_leaderPaced && ++p.count < m_world)
         return;
+    complete(step, p);
+    m_pending.erase(step);
+}
+
+void StepAggregator::complete(std::int64_t step, const Pending &p)
+{
     StepReport r;
     r.step = step;
     r.loss = stepLoss(p.losses, m_lossRows);
@@ -56,7 +68,6 @@ void StepAggregator::report(int rank, std::int64_t step, double loss, const net:
     r.samplesPerS = r.seconds > 0 ? double((step + 1 - m_resumedAt) * m_samplesPerStep) / r.seconds : 0;
     r.memory = m_leaderPaced ? m_latest : p.memory;
     m_curve[std::size_t(step)] = r.loss;
-    m_pending.erase(step);
     if (m_observer)
         m_observer->onStep(r);
 }
