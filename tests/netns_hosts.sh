@@ -51,6 +51,19 @@ close_enough() { # A B TOL
     awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t) }'
 }
 
+# wait_listening FILE: until the coordinator whose stderr is FILE says it
+# listens (a node that connects before is refused; on a loaded machine the
+# coordinator takes seconds to get there); fails after 60 s.
+wait_listening() {
+    local i
+    for ((i = 0; i < 600; ++i)); do
+        grep -q "listening on port" "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    cat "$1"
+    fail "the coordinator did not listen within 60 s"
+}
+
 port=7080
 # run_cluster NAME STRATEGY STEPS [extra coordinator args]: A with one local
 # node; B and C join. Leaves the coordinator's output in $work/NAME.json/.err.
@@ -63,7 +76,7 @@ start_cluster() {
         >"$work/$name.json" 2>"$work/$name.err" </dev/null &
     coordinator=$!
     pids+=("$coordinator")
-    sleep 0.5
+    wait_listening "$work/$name.err"
     ip netns exec "${tag}b" "$smolctl" node --join "$addr_a:$port" --token t --name pi-1 \
         >"$work/$name.b.log" 2>&1 </dev/null &
     node_b=$!

@@ -32,7 +32,7 @@ ip netns exec "${tag}a" timeout 300 "$smolctl" train --listen "$port" --token t 
     >"$work/run.json" 2>"$work/run.err" </dev/null &
 coordinator=$!
 pids+=("$coordinator")
-sleep 0.5
+wait_listening "$work/run.err"
 ip netns exec "${tag}b" timeout 300 "$smolctl" watch "$addr_a:$port" --token w --name live \
     >"$work/live.out" 2>"$work/live.err" </dev/null &
 live=$!
@@ -64,14 +64,15 @@ echo "ok: C was dropped: $(grep -o "viewer [0-9]* 'stalled' ($addr_c) dropped: [
 kill -9 "$stalled" 2>/dev/null || true
 wait "$stalled" 2>/dev/null || true
 
-# 2. The watch token may watch, never join as a node.
+# 2. The watch token may watch, never join as a node (the run, slowed to
+# last seconds, is still going when the node knocks).
 port=$((port + 1))
 ip netns exec "${tag}a" timeout 120 "$smolctl" train --listen "$port" --token t --watch-token w \
-    --local-nodes 1 --nodes 1 --strategy single --steps 5 --wait-timeout 20 --json \
+    --local-nodes 1 --nodes 1 --strategy single --steps 40 --slowdown 0:50 --wait-timeout 20 --json \
     >"$work/tok.json" 2>"$work/tok.err" </dev/null &
 coordinator=$!
 pids+=("$coordinator")
-sleep 0.5
+wait_listening "$work/tok.err"
 if ip netns exec "${tag}b" timeout 30 "$smolctl" node --join "$addr_a:$port" --token w --name sneaky \
     >"$work/sneaky.log" 2>&1 </dev/null; then
     fail "a node with the watch token joined"
@@ -87,10 +88,10 @@ echo "ok: a node with the watch token is refused: $(grep -m1 -o 'refused this no
 # Both answer the later steps too, so no step waits out --class-wait.
 port=$((port + 1))
 ip netns exec "${tag}a" timeout 300 "$smolctl" lesson stragglers --check --listen "$port" --token t \
-    --watch-token w --class-wait 60 >"$work/lesson.out" 2>"$work/lesson.err" </dev/null &
+    --watch-token w --class-wait 60 --class-size 2 >"$work/lesson.out" 2>"$work/lesson.err" </dev/null &
 teacher=$!
 pids+=("$teacher")
-sleep 0.5
+wait_listening "$work/lesson.err"
 ip netns exec "${tag}b" timeout 300 "$smolctl" watch "$addr_a:$port" --token w --name alice --runs 0 \
     --predict 0=5000 --predict 1=50 --predict 2=2 >"$work/alice.out" 2>&1 </dev/null &
 alice=$!

@@ -20,7 +20,8 @@ namespace smol::app {
 
 const char kLessonUsage[] = R"(Usage: smolctl lesson --list
        smolctl lesson NAME|FILE [--check] [--timeout SECONDS]
-                     [--listen PORT --token T [--watch-token W] [--class-wait SECONDS]]
+                     [--listen PORT --token T [--watch-token W] [--class-wait SECONDS]
+                      [--class-size N]]
 
 A lesson (docs/lessons.md) is a file of steps that drive the real cluster.
   --list      the lessons that ship, one per line: name, steps, title
@@ -40,6 +41,9 @@ A lesson (docs/lessons.md) is a file of steps that drive the real cluster.
   --class-wait S
               at each step with a reveal, wait up to S seconds (default 0)
               for every connected viewer's answer before revealing
+  --class-size N
+              with --class-wait: the class is N viewers; a step also waits
+              (within --class-wait) until N are connected and have answered
   -h, --help  show this help
 
 With --listen, each step whose question the class was asked prints, after
@@ -169,6 +173,7 @@ struct CheckOptions {
     quint16 port = 0; // --listen; 0: a local cluster only
     QString token, watchToken;
     int classWaitS = 0;
+    int classSize = 0; // --class-size: viewers a question waits for (0: whoever is connected, at least 1)
 };
 
 // "class: step 2 'bytes per step': 2 answers, median 3.0 MiB, 1 within
@@ -206,6 +211,8 @@ int checkLesson(const Lesson &lesson, const CheckOptions &o, QTextStream &out, Q
     const std::unique_ptr<EngineController> engine = startCluster(o, nodes, err);
     if (!engine)
         return 1;
+    if (o.port) // the students' machines may connect from here on
+        err << "smolctl: lesson: coordinator listening on port " << o.port << Qt::endl;
     QEventLoop loop;
     int code = -1;
     QString reason;
@@ -264,7 +271,7 @@ int checkLesson(const Lesson &lesson, const CheckOptions &o, QTextStream &out, Q
     QObject::connect(&classWait, &QTimer::timeout, &loop, [&] {
         const int viewers = engine->viewerCount();
         if (waited.elapsed() < o.classWaitS * 1000 &&
-            (viewers == 0 || runner.classAnswers().count(waitingStep) < viewers))
+            (viewers < std::max(1, o.classSize) || runner.classAnswers().count(waitingStep) < viewers))
             return;
         classWait.stop();
         reached(waitingStep);
@@ -324,6 +331,11 @@ int runLessonCommand(const QStringList &args, QTextStream &out, QTextStream &err
             timeout = i + 1 < args.size() ? args[++i].toInt(&ok) : 0;
             if (!ok || timeout < 1 || timeout > 86400)
                 return bad(QStringLiteral("--timeout needs seconds from 1 to 86400"));
+        } else if (a == QLatin1String("--class-size")) {
+            bool ok = false;
+            o.classSize = i + 1 < args.size() ? args[++i].toInt(&ok) : 0;
+            if (!ok || o.classSize < 1 || o.classSize > 1024)
+                return bad(QStringLiteral("--class-size needs a number of viewers from 1 to 1024"));
         } else if (a == QLatin1String("--listen") || a == QLatin1String("--class-wait")) {
             bool ok = false;
             const int v = i + 1 < args.size() ? args[++i].toInt(&ok) : 0;
@@ -373,8 +385,8 @@ int runLessonCommand(const QStringList &args, QTextStream &out, QTextStream &err
     }
     if (o.port && o.token.isEmpty())
         return bad(QStringLiteral("--listen needs --token T"));
-    if ((o.port || !o.token.isEmpty() || !o.watchToken.isEmpty() || o.classWaitS) && (!check || !o.port))
-        return bad(QStringLiteral("--listen, --token, --watch-token and --class-wait go with --check --listen PORT"));
+    if ((o.port || !o.token.isEmpty() || !o.watchToken.isEmpty() || o.classWaitS || o.classSize) && (!check || !o.port))
+        return bad(QStringLiteral("--listen, --token, --watch-token, --class-wait and --class-size go with --check --listen PORT"));
     if (!o.watchToken.isEmpty() && o.watchToken == o.token)
         return bad(QStringLiteral("--watch-token must differ from --token"));
     printOutline(lesson, out);
