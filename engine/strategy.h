@@ -67,7 +67,8 @@ struct NodeContext {
     std::shared_ptr<const DataSource> data;
     TrainModel *model = nullptr;       // built by the trainer with the run's seed
     OptimizerConfig optimizer;
-    std::int64_t globalBatch = 64;
+    std::int64_t globalBatch = 64;         // samples per micro-step (the whole step's without accumulation)
+    std::int64_t accumulate = 1;           // micro-steps per optimizer step (TrainConfig::accumulate)
     std::int64_t bucketBytes = 256 * 1024; // ddp gradient buckets
     CompressionConfig compression;         // ddp and a mesh's dp axis (grad_compressor.h)
     std::int64_t steps = 0;                // the run's --steps

@@ -13,6 +13,17 @@
 
 namespace smol::engine {
 
+// Activation recomputation (--recompute): none keeps every activation of the
+// forward for backward; full keeps only each layer's input (mlp: fc1, fc2,
+// fc3; gpt: each block) and runs that layer's forward again in backward;
+// selective (gpt only, as Megatron's) recomputes the attention core alone
+// (scores, mask, softmax, weighted values: the activations that grow with
+// T^2). The parameters a run ends with do not change.
+enum class Recompute { None, Selective, Full };
+const char *recomputeName(Recompute recompute);
+// "none", "selective" or "full"; false for anything else.
+bool parseRecompute(const std::string &text, Recompute *out);
+
 struct ModelConfig {
     std::string kind = "mlp"; // "mlp", "gpt", or a path to a TorchScript .pt file
     // Initial weights are a function of the seed only: drawn from a private
@@ -25,6 +36,7 @@ struct ModelConfig {
     std::int64_t nEmbd = 64;
     std::int64_t blockSize = 64;
     std::int64_t vocabSize = 0; // from the DataSource
+    Recompute recompute = Recompute::None; // mlp: none or full; gpt: any
 };
 
 // One stage of the model's forward pass. The layers, in order, compose to
@@ -54,6 +66,10 @@ public:
     // model has no such notion (gpt). Runs under NoGradGuard.
     virtual double accuracy(const Batch &batch) = 0;
 };
+
+// Throws std::invalid_argument (one line) when `config.kind` cannot
+// recompute as `config.recompute` asks (mlp: no selective; TorchScript: none).
+void checkRecompute(const ModelConfig &config);
 
 // Throws std::invalid_argument for an unknown kind or bad sizes, and
 // DataError for an unreadable TorchScript file.

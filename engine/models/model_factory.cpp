@@ -18,8 +18,44 @@ bool endsWith(const std::string &s, const std::string &suffix)
 
 } // namespace
 
+void checkRecompute(const ModelConfig &config)
+{
+    if (config.recompute == Recompute::None || config.kind == "gpt")
+        return;
+    if (config.kind == "mlp" && config.recompute == Recompute::Full)
+        return;
+    if (config.kind == "mlp")
+        throw std::invalid_argument("--recompute selective recomputes the gpt's attention; the mlp has none "
+                                    "(take full or none)");
+    throw std::invalid_argument("--recompute is for the mlp and the gpt, not a TorchScript model");
+}
+
+const char *recomputeName(Recompute recompute)
+{
+    switch (recompute) {
+    case Recompute::None:
+        return "none";
+    case Recompute::Selective:
+        return "selective";
+    case Recompute::Full:
+        return "full";
+    }
+    return "none";
+}
+
+bool parseRecompute(const std::string &text, Recompute *out)
+{
+    for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+        if (text == recomputeName(r)) {
+            *out = r;
+            return true;
+        }
+    return false;
+}
+
 std::unique_ptr<TrainModel> makeModel(const ModelConfig &config)
 {
+    checkRecompute(config);
     if (config.kind == "mlp")
         return std::make_unique<MlpModel>(config.seed);
     if (config.kind == "gpt")
