@@ -86,6 +86,9 @@ Options:
                       keeps each layer's input and runs its forward again in
                       backward (mlp, gpt), selective only the gpt's attention
                       core (default none)
+  --precision P       fp32|bf16: bf16 parameters, activations and gradients
+                      (compute and wire), fp32 master weights and Adam
+                      moments in the optimizer (default fp32)
   --seed S            seed for weights and sample order (default 0)
   --transport T       tcp|inproc (default tcp)
   --backend B         ours|gloo: who runs the collectives, our transport or
@@ -475,6 +478,8 @@ private:
             c.optimizer.lr = v.toDouble(&ok);
             ok = ok && c.optimizer.lr > 0;
             r.lrGiven = true;
+        } else if (a == "--precision") {
+            ok = parsePrecision(v.toStdString(), &c.model.precision);
         } else if (a == "--recompute") {
             ok = parseRecompute(v.toStdString(), &c.model.recompute);
         } else if (a == "--schedule") {

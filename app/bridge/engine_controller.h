@@ -68,6 +68,7 @@ struct RunSettings {
     // globalBatch samples per optimizer step; 1: none).
     QString recompute = QStringLiteral("none");
     qint64 accumulate = 1;
+    QString precision = QStringLiteral("fp32"); // or "bf16"
 };
 
 // What a finished run measured, by rank, for lessons (app/lesson_runner.h):

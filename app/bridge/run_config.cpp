@@ -37,6 +37,8 @@ engine::TrainConfig trainConfigOf(const RunSettings &s)
     if (!engine::parseRecompute(s.recompute.toStdString(), &c.model.recompute))
         c.model.recompute = engine::Recompute::None;
     c.accumulate = std::max<qint64>(1, s.accumulate);
+    if (!engine::parsePrecision(s.precision.toStdString(), &c.model.precision))
+        c.model.precision = engine::Precision::Fp32;
     c.testEvery = s.testEvery >= 0
                       ? s.testEvery
                       : std::max<std::int64_t>(1, s.steps / 25); // ~25 points on the chart's test curve
@@ -67,6 +69,7 @@ RunSettings runSettingsOf(const engine::TrainConfig &c)
     s.allReduce = QString::fromStdString(c.allReduce);
     s.recompute = QString::fromLatin1(engine::recomputeName(c.model.recompute));
     s.accumulate = c.accumulate;
+    s.precision = QString::fromLatin1(engine::precisionName(c.model.precision));
     return s;
 }
 

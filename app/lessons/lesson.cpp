@@ -172,7 +172,7 @@ const QStringList kRunKeys = {
     QStringLiteral("slow-motion"), QStringLiteral("slow"),       QStringLiteral("link"),
     QStringLiteral("test-every"), QStringLiteral("record"),      QStringLiteral("mesh"),
     QStringLiteral("compress"),   QStringLiteral("compress-start"), QStringLiteral("allreduce"),
-    QStringLiteral("recompute"),  QStringLiteral("accumulate"),
+    QStringLiteral("recompute"),  QStringLiteral("accumulate"),    QStringLiteral("precision"),
 };
 QStringList strategyList()
 {
@@ -394,6 +394,9 @@ private:
         engine::Recompute recompute;
         if (k == QLatin1String("recompute") && !engine::parseRecompute(v.toStdString(), &recompute))
             fail(field, QStringLiteral("'%1' is not one of none, selective, full").arg(v));
+        engine::Precision precision;
+        if (k == QLatin1String("precision") && !engine::parsePrecision(v.toStdString(), &precision))
+            fail(field, QStringLiteral("'%1' is not one of fp32, bf16").arg(v));
         net::AllReduceAlgorithm algorithm;
         if (k == QLatin1String("allreduce") && !net::parseAllReduceAlgorithm(v.toStdString(), &algorithm))
             fail(field, QStringLiteral("'%1' is not one of ring, doubling, auto").arg(v));

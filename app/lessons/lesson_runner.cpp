@@ -53,6 +53,7 @@ RunSettings settingsOf(const LessonRun &run)
     take("allreduce", s.allReduce, text);
     take("recompute", s.recompute, text);
     take("accumulate", s.accumulate, whole);
+    take("precision", s.precision, text);
     return s;
 }
 

@@ -55,7 +55,8 @@ QJsonObject configToJson(const TrainConfig &c)
                       {"n_head", double(c.model.nHead)},
                       {"n_embd", double(c.model.nEmbd)},
                       {"block_size", double(c.model.blockSize)},
-                      {"recompute", recomputeName(c.model.recompute)}};
+                      {"recompute", recomputeName(c.model.recompute)},
+                      {"precision", precisionName(c.model.precision)}};
     QJsonObject optimizer{{"kind", optimizerName(c.optimizer.kind)},
                           {"lr", c.optimizer.lr},
                           {"beta1", c.optimizer.beta1},
@@ -110,6 +111,9 @@ TrainConfig configFromJson(const QJsonObject &o)
     const std::string recompute = text(model, "recompute", "none");
     if (!parseRecompute(recompute, &c.model.recompute))
         throw std::invalid_argument("config field 'model.recompute' is '" + recompute + "'");
+    const std::string precision = text(model, "precision", "fp32");
+    if (!parsePrecision(precision, &c.model.precision))
+        throw std::invalid_argument("config field 'model.precision' is '" + precision + "'");
     c.corpus = text(o, "corpus", c.corpus);
     c.steps = integer(o, "steps", c.steps);
     c.globalBatch = integer(o, "global_batch", c.globalBatch);

@@ -19,6 +19,15 @@ const char *recomputeName(Recompute recompute);
 // "none", "selective" or "full"; false for anything else.
 bool parseRecompute(const std::string &text, Recompute *out);
 
+// Mixed precision (--precision): fp32 everywhere, or bf16 parameters,
+// activations and gradients (for compute and on the wire) with fp32 master
+// weights and Adam moments in the optimizer (engine/flat_optimizer.h): 2P +
+// 2P + 12P bytes of model states with Adam, as the ZeRO paper counts them.
+enum class Precision { Fp32, Bf16 };
+const char *precisionName(Precision precision);
+// "fp32" or "bf16"; false for anything else.
+bool parsePrecision(const std::string &text, Precision *out);
+
 struct ModelConfig {
     std::string kind = "mlp"; // "mlp", "gpt", or a path to a TorchScript .pt file
     // Initial weights are a function of the seed only: drawn from a private
@@ -32,6 +41,7 @@ struct ModelConfig {
     std::int64_t blockSize = 64;
     std::int64_t vocabSize = 0; // from the DataSource
     Recompute recompute = Recompute::None; // mlp: none or full; gpt: any
+    Precision precision = Precision::Fp32;  // the parameters' dtype (mlp, gpt)
 };
 
 } // namespace smol::engine

@@ -53,6 +53,21 @@ bool parseRecompute(const std::string &text, Recompute *out)
     return false;
 }
 
+const char *precisionName(Precision precision)
+{
+    return precision == Precision::Bf16 ? "bf16" : "fp32";
+}
+
+bool parsePrecision(const std::string &text, Precision *out)
+{
+    for (Precision p : {Precision::Fp32, Precision::Bf16})
+        if (text == precisionName(p)) {
+            *out = p;
+            return true;
+        }
+    return false;
+}
+
 std::unique_ptr<TrainModel> makeModel(const ModelConfig &config)
 {
     checkRecompute(config);
