@@ -191,10 +191,19 @@ void RunControls::buildMemoryLevers()
     m_accumulate->setToolTip(tr("Gradient accumulation: this many micro-steps of the batch per optimizer step, "
                                 "the gradients synchronised once after the last (a step takes this many "
                                 "times the batch's samples)"));
+    m_precision = new QComboBox(this);
+    m_precision->setObjectName(QStringLiteral("precisionChoice"));
+    m_precision->addItem(tr("fp32"), QStringLiteral("fp32"));
+    m_precision->addItem(tr("bf16"), QStringLiteral("bf16"));
+    m_precision->setToolTip(tr("bf16: parameters, activations and gradients in 16 bits (compute and wire), "
+                               "the optimizer's master weights and Adam moments in fp32: 2P + 2P + 12P bytes "
+                               "of model states with Adam"));
+    m_precisionBox = labelled(this, tr("precision"), {m_precision});
     m_recomputeBox = labelled(this, tr("recompute"), {m_recompute});
     m_accumulateBox = labelled(this, tr("accumulate"), {m_accumulate});
     m_flow->addWidget(m_recomputeBox);
     m_flow->addWidget(m_accumulateBox);
+    m_flow->addWidget(m_precisionBox);
 }
 
 // Selective recomputation is the gpt's attention core; full recomputes any
@@ -210,6 +219,7 @@ void RunControls::followMemoryLevers()
     if (auto *model = qobject_cast<QStandardItemModel *>(m_recompute->model()))
         model->item(m_recompute->findData(QStringLiteral("selective")))->setEnabled(gpt);
     m_recompute->setEnabled(m_settingsEnabled);
+    m_precision->setEnabled(m_settingsEnabled);
     m_recompute->setToolTip(
         tr("Activation recomputation: full keeps each layer's input only and runs its forward again in "
            "backward; selective (gpt) recomputes the attention core, whose activations grow with the "
@@ -321,6 +331,7 @@ void RunControls::connectSettings()
     connect(m_model, &QComboBox::currentTextChanged, this, &RunControls::followMemoryLevers);
     connect(m_accumulate, &QSpinBox::valueChanged, this, &RunControls::updateProblem);
     connect(m_recompute, &QComboBox::currentIndexChanged, this, &RunControls::updateProblem);
+    connect(m_precision, &QComboBox::currentIndexChanged, this, &RunControls::updateProblem);
     followCompression();
     followMemoryLevers();
     updateProblem();
@@ -438,6 +449,7 @@ RunSettings RunControls::settings() const
     s.compressStart = m_compressStart->value();
     s.allReduce = m_allReduce->currentData().toString();
     s.recompute = m_recompute->currentData().toString();
+    s.precision = m_precision->currentData().toString();
     s.accumulate = m_accumulate->isEnabled() || !m_settingsEnabled ? m_accumulate->value() : 1;
     return s;
 }
@@ -464,6 +476,7 @@ void RunControls::setSettings(const RunSettings &s)
     m_compressStart->setValue(int(std::min<qint64>(s.compressStart, m_compressStart->maximum())));
     m_allReduce->setCurrentIndex(std::max(0, m_allReduce->findData(s.allReduce)));
     m_recompute->setCurrentIndex(std::max(0, m_recompute->findData(s.recompute)));
+    m_precision->setCurrentIndex(std::max(0, m_precision->findData(s.precision)));
     m_accumulate->setValue(int(std::clamp<qint64>(s.accumulate, 1, m_accumulate->maximum())));
     // The settings' count, even where the mesh's product differs (the warning says so).
     m_nodes->setValue(s.nodes);

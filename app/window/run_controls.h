@@ -123,6 +123,8 @@ private:
     QWidget *m_allReduceBox = nullptr;   // label and choice, kept together
     QComboBox *m_recompute = nullptr;    // data: "none", "selective", "full"
     QSpinBox *m_accumulate = nullptr;    // micro-steps per optimizer step
+    QComboBox *m_precision = nullptr;    // data: "fp32", "bf16"
+    QWidget *m_precisionBox = nullptr;
     QWidget *m_recomputeBox = nullptr;
     QWidget *m_accumulateBox = nullptr;
     QLabel *m_slowLabel = nullptr;
