@@ -67,7 +67,8 @@ struct NodeContext {
     std::shared_ptr<const DataSource> data;
     TrainModel *model = nullptr;       // built by the trainer with the run's seed
     OptimizerConfig optimizer;
-    std::int64_t globalBatch = 64;
+    std::int64_t globalBatch = 64;         // samples per micro-step (the whole step's without accumulation)
+    std::int64_t accumulate = 1;           // micro-steps per optimizer step (TrainConfig::accumulate)
     std::int64_t bucketBytes = 256 * 1024; // ddp gradient buckets
     CompressionConfig compression;         // ddp and a mesh's dp axis (grad_compressor.h)
     std::int64_t steps = 0;                // the run's --steps
@@ -179,8 +180,9 @@ public:
     // step at their own pace until finished() says they are done.
     virtual bool isAsynchronous() const { return false; }
     virtual bool finished() const { return false; }
-    // Training samples one step of the run consumes.
-    virtual std::int64_t samplesPerStep(std::int64_t globalBatch, int /*nodes*/) const { return globalBatch; }
+    // Training samples one step of the run consumes; `stepBatch` is the
+    // step's whole batch (the global batch x --accumulate).
+    virtual std::int64_t samplesPerStep(std::int64_t stepBatch, int /*nodes*/) const { return stepBatch; }
     virtual AsyncStats asyncStats() const { return {}; }
 
     // Checkpoints of the optimizer (Adam's moments over the whole flat
@@ -210,20 +212,64 @@ std::vector<ShardRange> planShards(const std::string &strategy, const ShardPlanI
 // it is being filled).
 bool atCollectiveResult();
 
-// Shared by the data-parallel strategies: this node's share of the batch
-// (share ctx.rank of ctx.nodes, batchRows).
-Batch localBatch(const NodeContext &ctx, std::int64_t step);
+// Which part of a step's batch a node computes on: share `share` of
+// `shares` (a data-parallel node: rank of nodes; a server's worker: rank - 1
+// of nodes - 1; a mesh's replica: its dp coordinate of dp).
+struct BatchShare {
+    int share = 0;
+    int shares = 1;
+};
+// Gradient accumulation (NodeContext::accumulate = K micro-steps a step):
+// micro-step `micro` of share s of S takes share micro x S + s of K x S of
+// the step's K x B rows (B = ctx.globalBatch; batchRows), so the union over
+// the micro-steps and the shares is exactly the batch a run with
+// --global-batch K x B draws for the step, whatever K. K = 1, micro 0: share
+// s of S of B rows, as without accumulation.
+Batch shareBatch(const NodeContext &ctx, std::int64_t step, BatchShare share, std::int64_t micro);
+// The rows of that micro-batch.
+std::int64_t shareRows(const NodeContext &ctx, BatchShare share, std::int64_t micro);
+// Its loss weight: batchWeight(K x B, micro x S + s, K x S) / K, so the
+// average over the shares of the gradients summed over the micro-steps is
+// the mean over the K x B rows. Exactly 1 when K = 1 and B splits evenly.
+double shareWeight(const NodeContext &ctx, BatchShare share, std::int64_t micro);
+// This data-parallel node's: share ctx.rank of ctx.nodes.
+Batch localBatch(const NodeContext &ctx, std::int64_t step, std::int64_t micro = 0);
 // A share's loss is the mean over its own rows; scaled by
 // rows x shares / B before backward, the average of the shares' gradients
 // (ReduceOp::Average, syncps's server) is the mean over the whole global
 // batch, as single computes it, also when the shares differ by a row.
-// Exactly 1 when the batch splits evenly. The first form is share ctx.rank
-// of ctx.nodes (localBatch's); servers' workers pass rank - 1 of nodes - 1.
-double batchWeight(const NodeContext &ctx);
+// Exactly 1 when the batch splits evenly. The first form is localBatch's
+// (share ctx.rank of ctx.nodes, micro-step `micro`: shareWeight); servers'
+// workers pass rank - 1 of nodes - 1.
+double batchWeight(const NodeContext &ctx, std::int64_t micro = 0);
 double batchWeight(std::int64_t globalBatch, int share, int shares);
 // The loss to call backward() on: loss x weight, or loss itself (no multiply
 // at all) when weight is 1, so even splits stay bit-for-bit what they were.
 torch::Tensor weightedLoss(const torch::Tensor &loss, double weight);
+
+// How a step's micro-steps run (forwardBackward).
+struct MicroSteps {
+    BatchShare share;
+    // Called before micro-step j's forward, j = 0 .. K-1 (ddp and zero3
+    // hold their gradient collectives back until j = K - 1 begins).
+    std::function<void(std::int64_t micro)> before;
+    // A micro-batch's mean loss (empty: ctx.model->loss).
+    std::function<torch::Tensor(const Batch &)> loss;
+};
+// A step's forward and backward on this node, written once for the
+// data-parallel strategies (single, ddp, zero1/2/3, syncps's workers): K =
+// ctx.accumulate micro-steps, each a forward span (the micro-batch's loss)
+// and a backward span (backward() of loss x shareWeight), the gradients
+// adding up in the parameters' .grad. Returns the figure the node reports:
+// the mean loss over its rows of the step (K = 1: the loss itself, as
+// lossRows expects).
+double forwardBackward(const NodeContext &ctx, std::int64_t step, const MicroSteps &how);
+// Share ctx.rank of ctx.nodes, the model's loss, nothing held back.
+double forwardBackward(const NodeContext &ctx, std::int64_t step);
+// Throws std::invalid_argument (one line) when ctx asks for accumulation
+// (K > 1) of a strategy that has none: `why` says why ("edp is
+// asynchronous..."). Called from those strategies' checkContext.
+void refuseAccumulation(const NodeContext &ctx, const std::string &why);
 // Throws std::invalid_argument (one line) when `kind` cannot split a global
 // batch of B rows over `nodes` nodes: fewer than 1 share (a server needs a
 // worker), or fewer rows than shares (a share would get none). The trainer
@@ -232,8 +278,11 @@ void checkBatchSplit(const Strategy &kind, std::int64_t globalBatch, int nodes);
 // The rows each rank's reported loss is the mean over, by rank (0: reports
 // none, a server), to weight a step's loss over the nodes as single computes
 // it; empty when a plain mean is already that (an even split, one share, or
-// an asynchronous run, whose step loss is rank 0's alone).
-std::vector<std::int64_t> lossRows(const Strategy &kind, std::int64_t globalBatch, int nodes);
+// an asynchronous run, whose step loss is rank 0's alone). With
+// `accumulate` K micro-steps a step, a rank's rows are its micro-batches'
+// (shareRows) summed.
+std::vector<std::int64_t> lossRows(const Strategy &kind, std::int64_t globalBatch, int nodes,
+                                   std::int64_t accumulate = 1);
 // A step's loss from the (rank, loss) pairs reported for it, in report order:
 // their plain mean when `rows` is empty, else weighted by rows[rank]; NaN
 // when there are none.

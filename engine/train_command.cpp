@@ -76,6 +76,19 @@ Options:
   --global-batch B    samples per step over all nodes, at least one per
                       data-parallel node; split as evenly as it goes (the
                       first B mod N nodes take one more) (default 120)
+  --accumulate K      gradient accumulation: K micro-steps of --global-batch
+                      samples each per optimizer step, gradients synchronised
+                      once after the last (ddp's all-reduce, zero's
+                      reduce-scatter); a step then takes K x B samples, the
+                      same ones --global-batch K x B takes; data-parallel
+                      strategies and a mesh's dp axis (1 to 1024, default 1)
+  --recompute R       none|full|selective: activation recomputation; full
+                      keeps each layer's input and runs its forward again in
+                      backward (mlp, gpt), selective only the gpt's attention
+                      core (default none)
+  --precision P       fp32|bf16: bf16 parameters, activations and gradients
+                      (compute and wire), fp32 master weights and Adam
+                      moments in the optimizer (default fp32)
   --seed S            seed for weights and sample order (default 0)
   --transport T       tcp|inproc (default tcp)
   --backend B         ours|gloo: who runs the collectives, our transport or
@@ -243,6 +256,7 @@ const IntegerOption kIntegerOptions[] = {
     {"--n-embd", 1, 4096, [](TrainRequest &r, std::int64_t n) { r.config.model.nEmbd = n; }},
     {"--block-size", 1, 4096, [](TrainRequest &r, std::int64_t n) { r.config.model.blockSize = n; }},
     {"--micro-batches", 1, 1 << 20, [](TrainRequest &r, std::int64_t n) { r.config.microBatches = n; }},
+    {"--accumulate", 1, kMaxAccumulate, [](TrainRequest &r, std::int64_t n) { r.config.accumulate = n; }},
 };
 
 // --slowdown R:F. Returns the error, empty when `v` is good.
@@ -464,6 +478,10 @@ private:
             c.optimizer.lr = v.toDouble(&ok);
             ok = ok && c.optimizer.lr > 0;
             r.lrGiven = true;
+        } else if (a == "--precision") {
+            ok = parsePrecision(v.toStdString(), &c.model.precision);
+        } else if (a == "--recompute") {
+            ok = parseRecompute(v.toStdString(), &c.model.recompute);
         } else if (a == "--schedule") {
             ok = v == "gpipe" || v == "1f1b";
             c.schedule = v == "gpipe" ? PipelineSchedule::GPipe : PipelineSchedule::OneFOneB;

@@ -223,6 +223,7 @@ NodeContext nodeContextOf(const TrainConfig &config, int rank)
     ctx.nodes = config.nodes;
     ctx.optimizer = config.optimizer;
     ctx.globalBatch = config.globalBatch;
+    ctx.accumulate = config.accumulate;
     ctx.bucketBytes = config.bucketBytes;
     ctx.compression = config.compression;
     ctx.steps = config.steps;
@@ -264,6 +265,9 @@ void validateConfig(const TrainConfig &c)
     for (const auto &b : c.behaviour)
         if (!(b.slowdown >= 1) || !std::isfinite(b.slowdown))
             throw std::invalid_argument("--slowdown factors must be at least 1");
+    if (c.accumulate < 1 || c.accumulate > kMaxAccumulate)
+        throw std::invalid_argument("--accumulate must be between 1 and " + std::to_string(kMaxAccumulate));
+    checkRecompute(c.model);
     checkCompression(c);
     checkBackend(c);
 }

@@ -82,6 +82,13 @@ struct TrainConfig {
     std::string placement;
     std::int64_t microBatches = 1;
     PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+    // Gradient accumulation (--accumulate K): each optimizer step runs K
+    // micro-steps of globalBatch samples each (so a step consumes K x
+    // globalBatch samples: the same ones a run with --global-batch K x B
+    // draws) and synchronises gradients once, after the last (ddp's
+    // all-reduce, zero's reduce-scatter). Data-parallel strategies and a
+    // mesh's dp axis; 1: none.
+    std::int64_t accumulate = 1;
     // A device mesh, "dp=2,tp=2,pp=2" (net/device_mesh.h; strategies/mesh.h):
     // the axes multiply to `nodes`; `strategy` is what the dp axis does (ddp,
     // zero1, zero2); placement, microBatches and schedule apply to pp. Empty:
@@ -94,6 +101,7 @@ struct TrainConfig {
 };
 
 constexpr std::int64_t kTestLossSamples = 1000;
+constexpr std::int64_t kMaxAccumulate = 1024; // --accumulate's largest K
 
 struct StepReport {
     std::int64_t step = 0;

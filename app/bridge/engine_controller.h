@@ -63,6 +63,12 @@ struct RunSettings {
     QString compression = QStringLiteral("none");
     qint64 compressStart = 10;
     QString allReduce;
+    // The memory levers: activation recomputation ("none", "selective" for
+    // the gpt's attention, "full") and gradient accumulation (micro-steps of
+    // globalBatch samples per optimizer step; 1: none).
+    QString recompute = QStringLiteral("none");
+    qint64 accumulate = 1;
+    QString precision = QStringLiteral("fp32"); // or "bf16"
 };
 
 // What a finished run measured, by rank, for lessons (app/lesson_runner.h):

@@ -34,6 +34,11 @@ engine::TrainConfig trainConfigOf(const RunSettings &s)
     }
     c.compression.startStep = s.compressStart;
     c.allReduce = s.allReduce.toStdString();
+    if (!engine::parseRecompute(s.recompute.toStdString(), &c.model.recompute))
+        c.model.recompute = engine::Recompute::None;
+    c.accumulate = std::max<qint64>(1, s.accumulate);
+    if (!engine::parsePrecision(s.precision.toStdString(), &c.model.precision))
+        c.model.precision = engine::Precision::Fp32;
     c.testEvery = s.testEvery >= 0
                       ? s.testEvery
                       : std::max<std::int64_t>(1, s.steps / 25); // ~25 points on the chart's test curve
@@ -62,6 +67,9 @@ RunSettings runSettingsOf(const engine::TrainConfig &c)
     s.compression = QString::fromStdString(c.compression.text());
     s.compressStart = c.compression.startStep;
     s.allReduce = QString::fromStdString(c.allReduce);
+    s.recompute = QString::fromLatin1(engine::recomputeName(c.model.recompute));
+    s.accumulate = c.accumulate;
+    s.precision = QString::fromLatin1(engine::precisionName(c.model.precision));
     return s;
 }
 

@@ -1,6 +1,7 @@
 #include "lesson.h"
 
 #include "engine/compression_config.h"
+#include "engine/models/model_config.h"
 #include "engine/session/figure_table.h"
 #include "engine/strategies/strategy_registry.h"
 #include "net/communicator.h"
@@ -171,6 +172,7 @@ const QStringList kRunKeys = {
     QStringLiteral("slow-motion"), QStringLiteral("slow"),       QStringLiteral("link"),
     QStringLiteral("test-every"), QStringLiteral("record"),      QStringLiteral("mesh"),
     QStringLiteral("compress"),   QStringLiteral("compress-start"), QStringLiteral("allreduce"),
+    QStringLiteral("recompute"),  QStringLiteral("accumulate"),    QStringLiteral("precision"),
 };
 QStringList strategyList()
 {
@@ -387,6 +389,14 @@ private:
             checkCompression(field, v);
         if (k == QLatin1String("compress-start"))
             integer(field, v, 0, 100000000);
+        if (k == QLatin1String("accumulate"))
+            integer(field, v, 1, 1024);
+        engine::Recompute recompute;
+        if (k == QLatin1String("recompute") && !engine::parseRecompute(v.toStdString(), &recompute))
+            fail(field, QStringLiteral("'%1' is not one of none, selective, full").arg(v));
+        engine::Precision precision;
+        if (k == QLatin1String("precision") && !engine::parsePrecision(v.toStdString(), &precision))
+            fail(field, QStringLiteral("'%1' is not one of fp32, bf16").arg(v));
         net::AllReduceAlgorithm algorithm;
         if (k == QLatin1String("allreduce") && !net::parseAllReduceAlgorithm(v.toStdString(), &algorithm))
             fail(field, QStringLiteral("'%1' is not one of ring, doubling, auto").arg(v));

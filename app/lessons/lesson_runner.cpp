@@ -51,6 +51,9 @@ RunSettings settingsOf(const LessonRun &run)
     take("compress", s.compression, text);
     take("compress-start", s.compressStart, whole);
     take("allreduce", s.allReduce, text);
+    take("recompute", s.recompute, text);
+    take("accumulate", s.accumulate, whole);
+    take("precision", s.precision, text);
     return s;
 }
 

@@ -54,7 +54,9 @@ QJsonObject configToJson(const TrainConfig &c)
                       {"n_layer", double(c.model.nLayer)},
                       {"n_head", double(c.model.nHead)},
                       {"n_embd", double(c.model.nEmbd)},
-                      {"block_size", double(c.model.blockSize)}};
+                      {"block_size", double(c.model.blockSize)},
+                      {"recompute", recomputeName(c.model.recompute)},
+                      {"precision", precisionName(c.model.precision)}};
     QJsonObject optimizer{{"kind", optimizerName(c.optimizer.kind)},
                           {"lr", c.optimizer.lr},
                           {"beta1", c.optimizer.beta1},
@@ -77,6 +79,7 @@ QJsonObject configToJson(const TrainConfig &c)
                        {"corpus", QString::fromStdString(c.corpus)},
                        {"steps", double(c.steps)},
                        {"global_batch", double(c.globalBatch)},
+                       {"accumulate", double(c.accumulate)},
                        {"seed", bigInt(c.seed)},
                        {"optimizer", optimizer},
                        {"bucket_bytes", double(c.bucketBytes)},
@@ -105,9 +108,16 @@ TrainConfig configFromJson(const QJsonObject &o)
     c.model.nHead = integer(model, "n_head", c.model.nHead);
     c.model.nEmbd = integer(model, "n_embd", c.model.nEmbd);
     c.model.blockSize = integer(model, "block_size", c.model.blockSize);
+    const std::string recompute = text(model, "recompute", "none");
+    if (!parseRecompute(recompute, &c.model.recompute))
+        throw std::invalid_argument("config field 'model.recompute' is '" + recompute + "'");
+    const std::string precision = text(model, "precision", "fp32");
+    if (!parsePrecision(precision, &c.model.precision))
+        throw std::invalid_argument("config field 'model.precision' is '" + precision + "'");
     c.corpus = text(o, "corpus", c.corpus);
     c.steps = integer(o, "steps", c.steps);
     c.globalBatch = integer(o, "global_batch", c.globalBatch);
+    c.accumulate = integer(o, "accumulate", c.accumulate);
     bool ok = true;
     const QString seed = o.value(QLatin1String("seed")).toString(QStringLiteral("0"));
     c.seed = seed.toULongLong(&ok);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "engine/data/data_source.h"
+#include "engine/models/model_config.h"
 
 #include <torch/torch.h>
 
@@ -12,20 +13,6 @@
 #include <vector>
 
 namespace smol::engine {
-
-struct ModelConfig {
-    std::string kind = "mlp"; // "mlp", "gpt", or a path to a TorchScript .pt file
-    // Initial weights are a function of the seed only: drawn from a private
-    // generator seeded with it, never LibTorch's global one, so nodes may
-    // build models concurrently on any thread. (TorchScript: from the file.)
-    std::uint64_t seed = 0;
-    // gpt
-    std::int64_t nLayer = 2;
-    std::int64_t nHead = 4;
-    std::int64_t nEmbd = 64;
-    std::int64_t blockSize = 64;
-    std::int64_t vocabSize = 0; // from the DataSource
-};
 
 // One stage of the model's forward pass. The layers, in order, compose to
 // the whole model: mlp: fc1 (+ReLU), fc2 (+ReLU), fc3; gpt: the embeddings,
@@ -54,6 +41,10 @@ public:
     // model has no such notion (gpt). Runs under NoGradGuard.
     virtual double accuracy(const Batch &batch) = 0;
 };
+
+// Throws std::invalid_argument (one line) when `config.kind` cannot
+// recompute as `config.recompute` asks (mlp: no selective; TorchScript: none).
+void checkRecompute(const ModelConfig &config);
 
 // Throws std::invalid_argument for an unknown kind or bad sizes, and
 // DataError for an unreadable TorchScript file.

@@ -18,8 +18,59 @@ bool endsWith(const std::string &s, const std::string &suffix)
 
 } // namespace
 
+void checkRecompute(const ModelConfig &config)
+{
+    if (config.recompute == Recompute::None || config.kind == "gpt")
+        return;
+    if (config.kind == "mlp" && config.recompute == Recompute::Full)
+        return;
+    if (config.kind == "mlp")
+        throw std::invalid_argument("--recompute selective recomputes the gpt's attention; the mlp has none "
+                                    "(take full or none)");
+    throw std::invalid_argument("--recompute is for the mlp and the gpt, not a TorchScript model");
+}
+
+const char *recomputeName(Recompute recompute)
+{
+    switch (recompute) {
+    case Recompute::None:
+        return "none";
+    case Recompute::Selective:
+        return "selective";
+    case Recompute::Full:
+        return "full";
+    }
+    return "none";
+}
+
+bool parseRecompute(const std::string &text, Recompute *out)
+{
+    for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+        if (text == recomputeName(r)) {
+            *out = r;
+            return true;
+        }
+    return false;
+}
+
+const char *precisionName(Precision precision)
+{
+    return precision == Precision::Bf16 ? "bf16" : "fp32";
+}
+
+bool parsePrecision(const std::string &text, Precision *out)
+{
+    for (Precision p : {Precision::Fp32, Precision::Bf16})
+        if (text == precisionName(p)) {
+            *out = p;
+            return true;
+        }
+    return false;
+}
+
 std::unique_ptr<TrainModel> makeModel(const ModelConfig &config)
 {
+    checkRecompute(config);
     if (config.kind == "mlp")
         return std::make_unique<MlpModel>(config.seed);
     if (config.kind == "gpt")
