@@ -38,7 +38,7 @@ inline constexpr std::uint32_t kCheckpointFormatVersion = 1;
 struct Checkpoint {
     std::int64_t stepsDone = 0;        // optimisation steps completed (training resumes at this step index)
     std::string configJson;            // the run's configuration, compact JSON text, opaque to this module
-    std::vector<float> params;         // every parameter, flat, float32
+    std::vector<float> params;         // every parameter, flat, float32 (--precision bf16: the master weights)
     std::vector<float> optimizerState; // may be empty
 };
 

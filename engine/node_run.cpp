@@ -329,17 +329,28 @@ private:
         }
     }
 
-    // 2. The optimizer's state where the run resumes.
+    // 2. The optimizer's state where the run resumes. A bf16 run's starting
+    // parameters are its float32 master weights (checkpoint() hands those
+    // on as the parameters, the bf16 ones being their rounding), so the
+    // optimizer's master continues exactly from them.
     void resume()
     {
-        if (m_run.firstStep <= 0 && !m_run.initialMoments.defined())
+        const torch::Tensor master = m_config.model.precision == Precision::Bf16 && m_run.initialParams.defined()
+                                         ? m_run.initialParams.to(torch::kFloat32)
+                                         : torch::Tensor();
+        if (m_run.firstStep <= 0 && !m_run.initialMoments.defined() && !master.defined())
             return;
         const bool adam = m_config.optimizer.kind == OptimizerConfig::Kind::Adam;
-        if (!adam)
-            m_strategy->loadOptimizerState({}, m_run.firstStep);
-        else if (!m_run.initialMoments.defined() ||
-                 !m_strategy->loadOptimizerState(m_run.initialMoments, m_run.firstStep))
-            m_result.momentsRestarted = true; // Adam starts over from zero moments (and t = 0)
+        const OptimizerMoments &m = m_run.initialMoments;
+        if (!adam) {
+            m_strategy->loadOptimizerState({{}, {}, master}, m_run.firstStep);
+        } else if (!m.defined() || !m_strategy->loadOptimizerState({m.exp, m.expSq, master}, m_run.firstStep)) {
+            // Adam starts over from zero moments (and t = 0); from step 0
+            // with bf16 starting weights, there was nothing to restart.
+            m_result.momentsRestarted = m_run.firstStep > 0 || m.defined();
+            if (master.defined())
+                m_strategy->loadOptimizerState({{}, {}, master}, 0); // the master weights still continue
+        }
     }
 
     // 3. One step, stretched by the emulated slowdown, reported.
@@ -397,10 +408,14 @@ private:
 
     void checkpoint(std::int64_t stepsDone)
     {
-        const torch::Tensor full = m_strategy->fullParameters();
-        const OptimizerMoments moments = m_config.optimizer.kind == OptimizerConfig::Kind::Adam
+        const torch::Tensor params = m_strategy->fullParameters();
+        const bool bf16 = m_config.model.precision == Precision::Bf16; // the master weights to keep
+        const OptimizerMoments moments = m_config.optimizer.kind == OptimizerConfig::Kind::Adam || bf16
                                              ? m_strategy->fullOptimizerState()
                                              : OptimizerMoments{};
+        // bf16: the float32 master weights stand for the parameters (their
+        // rounding), so a resume (resume()) continues exactly.
+        const torch::Tensor full = moments.master.defined() ? moments.master : params;
         if (m_run.onCheckpoint)
             m_run.onCheckpoint(stepsDone, full, moments);
     }

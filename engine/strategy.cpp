@@ -104,14 +104,92 @@ std::vector<PipelineOp> pipelineOrder(PipelineSchedule schedule, int stages, int
     return order;
 }
 
-Batch localBatch(const NodeContext &ctx, std::int64_t step)
+namespace {
+
+// Micro-step `micro` of share s of S as a share of the step's K x B rows
+// (shareBatch says why).
+BatchShare microShare(const NodeContext &ctx, BatchShare s, std::int64_t micro)
 {
-    return ctx.data->trainBatch(step, ctx.globalBatch, ctx.rank, ctx.nodes);
+    return {int(micro * s.shares + s.share), int(ctx.accumulate * s.shares)};
 }
 
-double batchWeight(const NodeContext &ctx)
+std::int64_t stepBatch(const NodeContext &ctx) { return ctx.globalBatch * ctx.accumulate; }
+
+// A node's step loss over its micro-steps: the mean over its rows (K = 1:
+// the one loss as it is, not rows x loss / rows).
+class RowMean {
+public:
+    void add(double loss, std::int64_t rows)
+    {
+        if (m_count++ == 0)
+            m_first = loss;
+        m_sum += loss * double(rows);
+        m_rows += rows;
+    }
+    double value() const { return m_count == 1 ? m_first : m_sum / double(m_rows); }
+
+private:
+    int m_count = 0;
+    double m_first = 0, m_sum = 0;
+    std::int64_t m_rows = 0;
+};
+
+} // namespace
+
+Batch shareBatch(const NodeContext &ctx, std::int64_t step, BatchShare share, std::int64_t micro)
 {
-    return batchWeight(ctx.globalBatch, ctx.rank, ctx.nodes);
+    const BatchShare m = microShare(ctx, share, micro);
+    return ctx.data->trainBatch(step, stepBatch(ctx), m.share, m.shares);
+}
+
+std::int64_t shareRows(const NodeContext &ctx, BatchShare share, std::int64_t micro)
+{
+    const BatchShare m = microShare(ctx, share, micro);
+    return batchRows(stepBatch(ctx), m.share, m.shares).count;
+}
+
+double shareWeight(const NodeContext &ctx, BatchShare share, std::int64_t micro)
+{
+    const BatchShare m = microShare(ctx, share, micro);
+    return batchWeight(stepBatch(ctx), m.share, m.shares) / double(ctx.accumulate);
+}
+
+Batch localBatch(const NodeContext &ctx, std::int64_t step, std::int64_t micro)
+{
+    return shareBatch(ctx, step, {ctx.rank, ctx.nodes}, micro);
+}
+
+double batchWeight(const NodeContext &ctx, std::int64_t micro)
+{
+    return shareWeight(ctx, {ctx.rank, ctx.nodes}, micro);
+}
+
+double forwardBackward(const NodeContext &ctx, std::int64_t step, const MicroSteps &how)
+{
+    RowMean mean;
+    for (std::int64_t j = 0; j < ctx.accumulate; ++j) {
+        if (how.before)
+            how.before(j);
+        const torch::Tensor loss = timed(ctx, SpanEvent::Kind::Forward, step, [&] {
+            const Batch batch = shareBatch(ctx, step, how.share, j);
+            return how.loss ? how.loss(batch) : ctx.model->loss(batch);
+        });
+        const double weight = shareWeight(ctx, how.share, j);
+        timed(ctx, SpanEvent::Kind::Backward, step, [&] { weightedLoss(loss, weight).backward(); });
+        mean.add(loss.item<double>(), shareRows(ctx, how.share, j));
+    }
+    return mean.value();
+}
+
+double forwardBackward(const NodeContext &ctx, std::int64_t step)
+{
+    return forwardBackward(ctx, step, MicroSteps{{ctx.rank, ctx.nodes}, {}, {}});
+}
+
+void refuseAccumulation(const NodeContext &ctx, const std::string &why)
+{
+    if (ctx.accumulate > 1)
+        throw std::invalid_argument("--accumulate " + std::to_string(ctx.accumulate) + ": " + why);
 }
 
 double batchWeight(std::int64_t globalBatch, int share, int shares)
@@ -137,16 +215,20 @@ void checkBatchSplit(const Strategy &kind, std::int64_t globalBatch, int nodes)
                                     (shares == nodes ? " data-parallel nodes" : " workers"));
 }
 
-std::vector<std::int64_t> lossRows(const Strategy &kind, std::int64_t globalBatch, int nodes)
+std::vector<std::int64_t> lossRows(const Strategy &kind, std::int64_t globalBatch, int nodes, std::int64_t accumulate)
 {
     const int shares = kind.batchShares(nodes);
     if (kind.isAsynchronous() || shares < 1 || globalBatch % shares == 0)
         return {};
     // The shares are the last `shares` ranks: rank 0 is the server when
     // there is one.
+    NodeContext ctx;
+    ctx.globalBatch = globalBatch;
+    ctx.accumulate = accumulate;
     std::vector<std::int64_t> rows(std::size_t(nodes), 0);
     for (int share = 0; share < shares; ++share)
-        rows[std::size_t(nodes - shares + share)] = batchRows(globalBatch, share, shares).count;
+        for (std::int64_t j = 0; j < accumulate; ++j)
+            rows[std::size_t(nodes - shares + share)] += shareRows(ctx, {share, shares}, j);
     return rows;
 }
 
@@ -185,9 +267,12 @@ net::MemoryByCategory heldBytes(const torch::Tensor &params, const torch::Tensor
 
 OptimizerMoments copiedMoments(const FlatOptimizer &optimizer)
 {
-    if (!optimizer.exp().defined())
-        return {};
-    return {optimizer.exp().clone(), optimizer.expSq().clone()};
+    OptimizerMoments m;
+    if (optimizer.exp().defined())
+        m.exp = optimizer.exp().clone(), m.expSq = optimizer.expSq().clone();
+    if (optimizer.hasMaster())
+        m.master = optimizer.master().clone();
+    return m;
 }
 
 namespace {
@@ -200,10 +285,13 @@ torch::Tensor chunkOf(const torch::Tensor &flat, const net::ChunkRange &shard)
 OptimizerMoments gatheredMoments(const FlatOptimizer &optimizer, std::int64_t numel, const net::ChunkRange &shard,
                                  net::Communicator &comm)
 {
-    if (!optimizer.exp().defined())
-        return {};
     OptimizerMoments full;
-    for (auto [part, out] : {std::pair{&optimizer.exp(), &full.exp}, std::pair{&optimizer.expSq(), &full.expSq}}) {
+    std::vector<std::pair<const torch::Tensor *, torch::Tensor *>> parts;
+    if (optimizer.exp().defined())
+        parts = {{&optimizer.exp(), &full.exp}, {&optimizer.expSq(), &full.expSq}};
+    if (optimizer.hasMaster()) // every node has stepped as often: all gather it, or none
+        parts.emplace_back(&optimizer.master(), &full.master);
+    for (auto [part, out] : parts) {
         *out = torch::zeros({numel}, torch::kFloat32);
         chunkOf(*out, shard).copy_(*part);
         comm.allGather(viewOf(*out), "optimizer");
@@ -214,6 +302,8 @@ OptimizerMoments gatheredMoments(const FlatOptimizer &optimizer, std::int64_t nu
 void loadMomentsChunk(FlatOptimizer &optimizer, const OptimizerMoments &m, const net::ChunkRange &shard,
                       std::int64_t steps)
 {
+    if (m.master.defined())
+        optimizer.loadMaster(chunkOf(m.master, shard));
     if (m.defined())
         optimizer.load(chunkOf(m.exp, shard), chunkOf(m.expSq, shard), steps);
     else

@@ -134,9 +134,12 @@ struct AsyncStats {
 };
 
 // Adam's first and second moments, each (P) float32; undefined for SGD.
+// --precision bf16 (either optimizer): also the float32 master weights (P),
+// of which the bf16 parameters are the rounding; undefined in fp32 runs.
 struct OptimizerMoments {
     torch::Tensor exp;
     torch::Tensor expSq;
+    torch::Tensor master;
     bool defined() const { return exp.defined() && expSq.defined(); }
 };
 
@@ -296,15 +299,17 @@ struct ParamSlot;
 class FlatOptimizer;
 // Bytes held by a strategy whose roles are these tensors (any may be undefined).
 net::MemoryByCategory heldBytes(const torch::Tensor &params, const torch::Tensor &grads, const FlatOptimizer *optimizer);
-// Adam's moments for a checkpoint or a re-form, undefined under SGD. Held
-// whole (single, ddp, syncps's server): copies.
+// Adam's moments (and a bf16 run's master weights) for a checkpoint or a
+// re-form, undefined under SGD (but the master). Held whole (single, ddp,
+// syncps's server): copies.
 OptimizerMoments copiedMoments(const FlatOptimizer &optimizer);
 // Held as this node's chunk `shard` of flat vectors of `numel` elements
 // (zero1, zero2, each zero3 layer): every node's chunk all-gathered, so every
 // node calls it at the same point.
 OptimizerMoments gatheredMoments(const FlatOptimizer &optimizer, std::int64_t numel, const net::ChunkRange &shard,
                                  net::Communicator &comm);
-// This node's chunk of whole moments loaded (undefined moments: fresh).
+// This node's chunk of whole moments loaded (undefined moments: fresh),
+// and of the master weights when they are defined.
 void loadMomentsChunk(FlatOptimizer &optimizer, const OptimizerMoments &moments, const net::ChunkRange &shard,
                       std::int64_t steps);
 // Shard maps for the GUI: every parameter held whole by every node, or cut

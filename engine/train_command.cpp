@@ -323,6 +323,8 @@ public:
     {
     }
 
+    const TrainRequest &request() const { return m_request; } // what parse() made of the arguments
+
     // 1. Arguments -> m_request, then the defaults that depend on others.
     std::optional<int> parse(const QStringList &args)
     {
@@ -559,6 +561,9 @@ private:
                       {"strategy", QString::fromStdString(s.strategy)},
                       {"nodes", s.nodes},
                       {"steps", double(s.steps)},
+                      {"accumulate", double(c.accumulate)},
+                      {"recompute", recomputeName(c.model.recompute)},
+                      {"precision", precisionName(c.model.precision)},
                       {"model", QString::fromStdString(c.model.kind)},
                       {"optimizer", optimizerName(c.optimizer.kind)},
                       {"transport", net::transportName(c.transport)},
@@ -616,7 +621,10 @@ private:
         const bool gloo = c.backend == TrainConfig::Backend::Gloo;
         out << s.strategy.c_str() << (c.mesh.empty() ? QString() : " on mesh " + QString::fromStdString(net::DeviceMesh::parse(c.mesh).spec())) << " on "
             << s.nodes << " node(s)" << (gloo ? " (collectives on Gloo)" : "")
-            << ", " << s.steps << " steps: final loss " << QString::number(s.finalLoss, 'f', 4);
+            << ", " << s.steps << " steps"
+            << (c.accumulate > 1 ? QString(" of %1 micro-steps x %2 samples").arg(c.accumulate).arg(c.globalBatch)
+                                 : QString())
+            << ": final loss " << QString::number(s.finalLoss, 'f', 4);
         if (s.testAccuracy >= 0)
             out << ", test accuracy " << QString::number(100 * s.testAccuracy, 'f', 1) << "%";
         out << ", " << QString::number(s.samplesPerS, 'f', 0) << " samples/s\n";
@@ -687,6 +695,25 @@ private:
 };
 
 } // namespace
+
+// The run's settings alone, through TrainCommand's parse (its option table
+// and defaults): what `smolctl plan` takes.
+QString parseRunOptions(const QStringList &args, TrainConfig &config)
+{
+    QString outText, errText;
+    QTextStream out(&outText), err(&errText);
+    TrainCommand command(out, err);
+    if (const auto exit = command.parse(args)) {
+        err.flush();
+        return *exit == 0 ? QStringLiteral("-h is not a run setting")
+                          : errText.trimmed().remove(QRegularExpression(QStringLiteral("^smolctl train: ")));
+    }
+    const TrainRequest &r = command.request();
+    if (r.cluster.enabled || !r.breaks.empty() || !r.recordPath.isEmpty() || r.json)
+        return QStringLiteral("takes the run's settings only, not cluster options, --break, --record or --json");
+    config = r.config;
+    return {};
+}
 
 int runTrainCommand(const QStringList &args, QTextStream &out, QTextStream &err)
 {

@@ -222,6 +222,7 @@ NodeContext nodeContextOf(const TrainConfig &config, int rank)
     ctx.rank = rank;
     ctx.nodes = config.nodes;
     ctx.optimizer = config.optimizer;
+    ctx.optimizer.masterWeights = config.model.precision == Precision::Bf16; // fp32 master weights
     ctx.globalBatch = config.globalBatch;
     ctx.accumulate = config.accumulate;
     ctx.bucketBytes = config.bucketBytes;
@@ -268,6 +269,12 @@ void validateConfig(const TrainConfig &c)
     if (c.accumulate < 1 || c.accumulate > kMaxAccumulate)
         throw std::invalid_argument("--accumulate must be between 1 and " + std::to_string(kMaxAccumulate));
     checkRecompute(c.model);
+    // tensor's blocks (and a mesh's tp axis) are its own forwards, split by heads.
+    if (c.model.recompute != Recompute::None &&
+        (c.strategy == "tensor" || (!c.mesh.empty() && net::DeviceMesh::parse(c.mesh, c.nodes).size(net::MeshAxis::Tp) > 1)))
+        throw std::invalid_argument("--recompute is not implemented for tensor parallelism (--strategy tensor or a "
+                                    "mesh's tp axis) yet; take --recompute none");
+    checkPrecision(c.model);
     checkCompression(c);
     checkBackend(c);
 }
@@ -281,6 +288,9 @@ void checkCompression(const TrainConfig &c)
         throw std::invalid_argument("--compress-start must be at least 0");
     if (!c.compression.isOn())
         return;
+    if (c.model.precision == Precision::Bf16)
+        throw std::invalid_argument("--compress " + c.compression.text() + " compresses float32 gradients; with "
+                                    "--precision bf16 they are bf16 on the wire already");
     // The gradients' all-reduce is ddp's (alone, or on a mesh's dp axis);
     // the other strategies reduce-scatter or push theirs.
     if (c.strategy != "ddp")
@@ -312,6 +322,9 @@ void checkBackend(const TrainConfig &c)
     if (c.compression.kind == CompressionConfig::Kind::Bf16)
         throw std::invalid_argument("--compress bf16: this LibTorch's Gloo has no bfloat16 all-reduce; "
                                     "use --compress fp16 with --backend gloo");
+    if (c.model.precision == Precision::Bf16)
+        throw std::invalid_argument("--precision bf16: this LibTorch's Gloo has no bfloat16 all-reduce; "
+                                    "use --backend ours");
 
 }
 
@@ -427,10 +440,10 @@ private:
         if (config.countBytes || config.traceSink || config.events)
             for (auto &t : m_mesh)
                 t->setTraceSink(m_bytes.get());
-        m_samplesPerStep = m_kind->samplesPerStep(config.globalBatch, config.nodes);
+        m_samplesPerStep = m_kind->samplesPerStep(config.globalBatch * config.accumulate, config.nodes);
         m_board = std::make_unique<StepBoard>(config.nodes, config.steps, m_samplesPerStep, m_observer,
                                               m_kind->isAsynchronous(),
-                                              lossRows(*m_kind, config.globalBatch, config.nodes));
+                                              lossRows(*m_kind, config.globalBatch, config.nodes, config.accumulate));
     }
 
     // 3. A thread per rank; the first failure is the run's.

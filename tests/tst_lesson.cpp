@@ -291,7 +291,7 @@ private Q_SLOTS:
     void shippedLessonsParse()
     {
         const auto shipped = shippedLessons();
-        QCOMPARE(shipped.keys(), QStringList({"3d-parallelism", "bad-gradient", "compression", "pipeline-bubbles",
+        QCOMPARE(shipped.keys(), QStringList({"3d-parallelism", "bad-gradient", "compression", "memory-levers", "pipeline-bubbles",
                                               "ring-allreduce", "stragglers", "zero"}));
         for (auto it = shipped.cbegin(); it != shipped.cend(); ++it) {
             const Lesson l = loadLesson(it.value());

@@ -84,6 +84,9 @@ void TestTrainCommand::rejectsInOneLine_data()
     QTest::newRow("compressing zero1")
         << QStringList{"--strategy", "zero1", "--compress", "fp16"}
         << "--compress fp16 compresses ddp's all-reduce (alone or as a mesh's dp axis), not zero1's gradients";
+    QTest::newRow("selective recompute on the mlp")
+        << QStringList{"--model", "mlp", "--recompute", "selective"}
+        << "--recompute selective recomputes the gpt's attention; the mlp has none (take full or none)";
     QTest::newRow("bf16 on gloo")
         << QStringList{"--backend", "gloo", "--compress", "bf16"}
         << "--compress bf16: this LibTorch's Gloo has no bfloat16 all-reduce; use --compress fp16 with --backend gloo";

@@ -32,6 +32,12 @@ void CompareTableModel::setRows(const QVector<CompareTableRow> &rows)
     endResetModel();
 }
 
+void CompareTableModel::setValueHeaders(const QStringList &headers)
+{
+    m_valueHeaders = headers;
+    Q_EMIT headerDataChanged(Qt::Horizontal, A, Ratio);
+}
+
 int CompareTableModel::find(const QString &figure, const QString &fromSection) const
 {
     bool inSection = fromSection.isEmpty();
@@ -91,6 +97,9 @@ QVariant CompareTableModel::data(const QModelIndex &index, int role) const
 
 QVariant CompareTableModel::headerData(int section, Qt::Orientation orientation, int role) const
 {
+    if (orientation == Qt::Horizontal && role == Qt::DisplayRole && section >= A &&
+        section - A < m_valueHeaders.size())
+        return m_valueHeaders[section - A];
     return columnHeader(kColumns, staticMetaObject.className(), section, orientation, role);
 }
 

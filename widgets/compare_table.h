@@ -9,6 +9,7 @@
 
 #include <QAbstractTableModel>
 #include <QString>
+#include <QStringList>
 #include <QVector>
 
 namespace smol::widgets {
@@ -27,6 +28,9 @@ public:
     explicit CompareTableModel(QObject *parent = nullptr);
 
     void setRows(const QVector<CompareTableRow> &rows);
+    // Other titles for the columns A, B and B/A (the Plan page's predicted,
+    // measured, measured/predicted); empty: compare's own.
+    void setValueHeaders(const QStringList &headers);
     const QVector<CompareTableRow> &rows() const { return m_rows; }
     // The first row whose figure is `figure` (section rows skipped after
     // `fromSection`, when given), or -1: for tests.
@@ -39,6 +43,7 @@ public:
 
 private:
     QVector<CompareTableRow> m_rows;
+    QStringList m_valueHeaders;
 };
 
 } // namespace smol::widgets

@@ -45,6 +45,17 @@ engine::TrainConfig trainConfigOf(const RunSettings &s)
     return c;
 }
 
+std::optional<engine::plan::RunPrediction> predictionOf(const RunSettings &settings, QString *why)
+{
+    try {
+        return engine::plan::predictRun(trainConfigOf(settings));
+    } catch (const std::exception &e) {
+        if (why)
+            *why = QString::fromUtf8(e.what());
+        return std::nullopt;
+    }
+}
+
 RunSettings runSettingsOf(const engine::TrainConfig &c)
 {
     RunSettings s;

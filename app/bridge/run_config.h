@@ -9,6 +9,9 @@
 #pragma once
 
 #include "engine_controller.h"
+#include "engine/plan/run_prediction.h"
+
+#include <optional>
 
 namespace smol::engine {
 struct TrainConfig;
@@ -22,5 +25,9 @@ engine::TrainConfig trainConfigOf(const RunSettings &settings);
 // Strategy, model, nodes, steps, batch, seed, optimizer, lr, placement,
 // micro-batches, schedule, backend and mesh; the rest keeps RunSettings' defaults.
 RunSettings runSettingsOf(const engine::TrainConfig &config);
+// What a run of `settings` will hold and send (engine/plan/run_prediction.h);
+// nullopt with `why` (one line) when it cannot be predicted: settings that
+// cannot run, a model that cannot be built.
+std::optional<engine::plan::RunPrediction> predictionOf(const RunSettings &settings, QString *why);
 
 } // namespace smol::app

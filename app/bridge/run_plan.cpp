@@ -88,6 +88,7 @@ RunPlan planRun(const engine::TrainConfig &c)
             closed.params += p.numel;
         closed.nodes = c.nodes;
         closed.adam = c.optimizer.kind == engine::OptimizerConfig::Kind::Adam;
+        closed.bf16 = c.model.precision == engine::Precision::Bf16; // 2-byte params and grads, fp32 master
         plan.predicted.everyNode = engine::describeStrategy(c.strategy)->modelStateBytes(closed);
     } catch (const std::exception &) {
         return {};

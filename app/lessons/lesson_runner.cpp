@@ -572,12 +572,16 @@ std::optional<double> LessonRunner::configFigure(const QString &run, const QStri
     }
     if (f == QLatin1String("P"))
         return double(params);
-    if (f == QLatin1String("S"))
-        return 4.0 * double(params); // fp32
+    if (f == QLatin1String("S")) // the gradients' bytes: 4 an element, 2 in bf16
+        return (s.precision == QLatin1String("bf16") ? 2.0 : 4.0) * double(params);
     if (f == QLatin1String("layers"))
         return double(layers.size());
-    if (f.startsWith(QLatin1String("planned_")))
-        return plannedFigure(s.strategy, f, {params, finished ? it->nodes : s.nodes, s.optimizer == QLatin1String("adam")});
+    if (f.startsWith(QLatin1String("planned_"))) {
+        engine::ClosedFormInput in{params, finished ? it->nodes : s.nodes, s.optimizer == QLatin1String("adam")};
+        in.accumulate = std::max<qint64>(1, s.accumulate);
+        in.bf16 = s.precision == QLatin1String("bf16");
+        return plannedFigure(s.strategy, f, in);
+    }
     return std::nullopt;
 }
 

@@ -1,7 +1,7 @@
 // smolctl: the headless command line. Wiring only: parse the command, hand
 // the rest of the arguments to the engine, return its exit code.
 //
-// Commands: train, node, watch, info, export, lesson, bench allreduce|train|session|timeline.
+// Commands: train, node, watch, plan, info, export, lesson, bench allreduce|train|session|timeline.
 #include "engine/bench/allreduce_bench.h"
 #include "engine/bench/cluster_bench.h"
 #include "engine/cluster/cluster_commands.h"
@@ -11,6 +11,7 @@
 #include "engine/bench/session_bench.h"
 #include "engine/bench/train_bench.h"
 #include "engine/bench/watch_bench.h"
+#include "engine/plan/plan_command.h"
 #include "engine/train_command.h"
 #include "app/lessons/lesson_check.h"
 #include "timeline_bench.h"
@@ -35,6 +36,10 @@ Commands:
                     processes (--listen); see `smolctl train --help`
   node              join a cluster as a node: `smolctl node --join HOST:PORT
                     --token T`; see `smolctl node --help`
+  plan              what a run will hold and send per node, by closed forms
+                    (model states, activations, bytes a step by axis), with
+                    the formulas; --check runs it and prints predicted,
+                    measured and their ratio; see `smolctl plan --help`
   info FILE         what a recorded session holds (`--json` for one object)
   export FILE       a session as Chrome trace JSON (Perfetto) or its
                     metrics as CSV; see `smolctl export --help`
@@ -213,6 +218,7 @@ int main(int argc, char **argv)
         {"bench", runBench},
         {"train", smol::engine::runTrainCommand},
         {"node", smol::engine::runNodeCommand},
+        {"plan", smol::engine::runPlanCommand},
         {"info", smol::engine::runInfoCommand},
         {"export", smol::engine::runExportCommand},
         {"compare", smol::engine::runCompareCommand},

@@ -10,6 +10,7 @@
 #include "app/replay/replay_controller.h"
 #include "lesson_ui.h"
 #include "node_page.h"
+#include "plan_page.h"
 #include "remote_nodes_dialog.h"
 #include "replay_bar.h"
 #include "run_controls.h"
@@ -316,6 +317,8 @@ void MainWindow::buildTabs()
     m_nodePage = new NodePage(m_engine, this);
     addPage(m_nodePage, tr("Node"));
     addPage(buildMemoryPage(), tr("Memory"));
+    m_planPage = new PlanPage(this);
+    m_planTab = m_tabs->addTab(m_planPage, tr("Plan")); // not a scroll area: its table and formulas scroll themselves
     m_shardView = new widgets::ShardMapView(this);
     addPage(m_shardView, tr("Shards"));
     buildPlacementPage();
@@ -390,6 +393,11 @@ void MainWindow::buildToolBar()
         m_placement->setSpec(m_placementSpec);
     };
     connect(m_runControls, &RunControls::shapeChanged, this, resetPlacement);
+    // The Plan page: the next run's predictions; a finished run's beside them.
+    connect(m_runControls, &RunControls::settingsChanged, this,
+            [this] { m_planPage->showSettings(m_runControls->settings()); });
+    connect(m_engine, &EngineController::runMeasured, m_planPage, &PlanPage::showMeasured);
+    m_planPage->showSettings(m_runControls->settings());
     resetPlacement();
     connect(m_runControls, &RunControls::problemChanged, this, [this] {
         m_cluster->setNextRun(m_runControls->settings().strategy);
@@ -515,6 +523,9 @@ void MainWindow::setProjectorMode(bool on)
     m_charts->setProjectorMode(on);
     m_inspector->setProjectorMode(on);
     m_timeline->setProjectorMode(on);
+    // One tab more would push the side panel past a 1024 px projector: the
+    // Plan page is the desk's (smolctl plan prints the same figures).
+    m_tabs->setTabVisible(m_planTab, !on);
     QFont f = QApplication::font();
     f.setPointSizeF(on ? 14 : 10);
     setFont(f);

@@ -50,6 +50,7 @@ namespace smol::app {
 class CompareController;
 class LessonUi;
 class NodePage;
+class PlanPage;
 class ReplayBar;
 class ReplayController;
 class RunControls;
@@ -164,6 +165,8 @@ private:
     QSplitter *m_split = nullptr;
     QPlainTextEdit *m_log = nullptr;
     NodePage *m_nodePage = nullptr;
+    PlanPage *m_planPage = nullptr; // predicted and measured, per node
+    int m_planTab = -1;
 
     RunControls *m_runControls = nullptr;
     QString m_placementSpec;

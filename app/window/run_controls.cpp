@@ -17,7 +17,6 @@
 #include <QPushButton>
 #include <QSlider>
 #include <QSpinBox>
-#include <QStandardItemModel>
 #include <QToolButton>
 #include <QVBoxLayout>
 
@@ -146,7 +145,6 @@ void RunControls::buildSettings()
         m_flow->addWidget(w);
     m_flow->addWidget(m_meshBox);
     buildCompression();
-    buildMemoryLevers();
 }
 
 // ddp's gradient compression (PowerSGD's start beside it, for PowerSGD only)
@@ -176,59 +174,6 @@ void RunControls::buildCompression()
     m_allReduceBox = labelled(this, tr("all-reduce"), {m_allReduce});
     m_flow->addWidget(m_compressBox);
     m_flow->addWidget(m_allReduceBox);
-}
-
-// The memory levers, as smolctl train's --recompute and --accumulate take them.
-void RunControls::buildMemoryLevers()
-{
-    m_recompute = new QComboBox(this);
-    m_recompute->setObjectName(QStringLiteral("recomputeChoice"));
-    m_recompute->addItem(tr("none"), QStringLiteral("none"));
-    m_recompute->addItem(tr("selective"), QStringLiteral("selective"));
-    m_recompute->addItem(tr("full"), QStringLiteral("full"));
-    m_accumulate = numberField<QSpinBox>(this, 1, 1024, 1, tr("\u00d7"));
-    m_accumulate->setObjectName(QStringLiteral("accumulate"));
-    m_accumulate->setToolTip(tr("Gradient accumulation: this many micro-steps of the batch per optimizer step, "
-                                "the gradients synchronised once after the last (a step takes this many "
-                                "times the batch's samples)"));
-    m_precision = new QComboBox(this);
-    m_precision->setObjectName(QStringLiteral("precisionChoice"));
-    m_precision->addItem(tr("fp32"), QStringLiteral("fp32"));
-    m_precision->addItem(tr("bf16"), QStringLiteral("bf16"));
-    m_precision->setToolTip(tr("bf16: parameters, activations and gradients in 16 bits (compute and wire), "
-                               "the optimizer's master weights and Adam moments in fp32: 2P + 2P + 12P bytes "
-                               "of model states with Adam"));
-    m_precisionBox = labelled(this, tr("precision"), {m_precision});
-    m_recomputeBox = labelled(this, tr("recompute"), {m_recompute});
-    m_accumulateBox = labelled(this, tr("accumulate"), {m_accumulate});
-    m_flow->addWidget(m_recomputeBox);
-    m_flow->addWidget(m_accumulateBox);
-    m_flow->addWidget(m_precisionBox);
-}
-
-// Selective recomputation is the gpt's attention core; full recomputes any
-// model's layers. Accumulation is data parallelism's (alone or a mesh's dp).
-void RunControls::followMemoryLevers()
-{
-    const bool gpt = m_model->currentText() == QLatin1String("gpt");
-    const QString strategy = m_strategy->currentText();
-    const bool dataParallel = strategy != QLatin1String("edp") && strategy != QLatin1String("tensor") &&
-                              strategy != QLatin1String("pipeline");
-    if (!gpt && m_recompute->currentData().toString() == QLatin1String("selective"))
-        m_recompute->setCurrentIndex(m_recompute->findData(QStringLiteral("none")));
-    if (auto *model = qobject_cast<QStandardItemModel *>(m_recompute->model()))
-        model->item(m_recompute->findData(QStringLiteral("selective")))->setEnabled(gpt);
-    m_recompute->setEnabled(m_settingsEnabled);
-    m_precision->setEnabled(m_settingsEnabled);
-    m_recompute->setToolTip(
-        tr("Activation recomputation: full keeps each layer's input only and runs its forward again in "
-           "backward; selective (gpt) recomputes the attention core, whose activations grow with the "
-           "block size squared. Less activation memory, more compute; the same parameters"));
-    m_accumulate->setEnabled(m_settingsEnabled && dataParallel);
-    if (!dataParallel)
-        m_accumulate->setToolTip(tr("Accumulation is for data-parallel strategies; %1 does not split the "
-                                    "batch over its nodes that way")
-                                     .arg(strategy));
 }
 
 // Compression is ddp's (alone or a mesh's dp axis): the others reduce-scatter
@@ -320,6 +265,7 @@ void RunControls::connectSettings()
     connect(m_model, &QComboBox::currentTextChanged, this, &RunControls::shapeChanged);
     connect(m_strategy, &QComboBox::currentTextChanged, this, &RunControls::updateProblem);
     connect(m_model, &QComboBox::currentTextChanged, this, &RunControls::updateProblem);
+    connect(m_optimizer, &QComboBox::currentTextChanged, this, &RunControls::updateProblem);
     connect(m_nodes, &QSpinBox::valueChanged, this, &RunControls::updateProblem);
     connect(m_batch, &QSpinBox::valueChanged, this, &RunControls::updateProblem);
     connect(m_microBatches, &QSpinBox::valueChanged, this, &RunControls::updateProblem);
@@ -327,13 +273,7 @@ void RunControls::connectSettings()
     connect(m_strategy, &QComboBox::currentTextChanged, this, &RunControls::followCompression);
     connect(m_backend, &QComboBox::currentIndexChanged, this, &RunControls::followCompression);
     connect(m_compress, &QComboBox::currentIndexChanged, this, &RunControls::followCompression);
-    connect(m_strategy, &QComboBox::currentTextChanged, this, &RunControls::followMemoryLevers);
-    connect(m_model, &QComboBox::currentTextChanged, this, &RunControls::followMemoryLevers);
-    connect(m_accumulate, &QSpinBox::valueChanged, this, &RunControls::updateProblem);
-    connect(m_recompute, &QComboBox::currentIndexChanged, this, &RunControls::updateProblem);
-    connect(m_precision, &QComboBox::currentIndexChanged, this, &RunControls::updateProblem);
     followCompression();
-    followMemoryLevers();
     updateProblem();
 }
 
@@ -425,6 +365,7 @@ void RunControls::updateProblem()
         m_warning->hide();
     }
     Q_EMIT problemChanged();
+    Q_EMIT settingsChanged();
 }
 
 RunSettings RunControls::settings() const
@@ -448,9 +389,6 @@ RunSettings RunControls::settings() const
         s.strategy == QLatin1String("ddp") ? m_compress->currentData().toString() : QStringLiteral("none");
     s.compressStart = m_compressStart->value();
     s.allReduce = m_allReduce->currentData().toString();
-    s.recompute = m_recompute->currentData().toString();
-    s.precision = m_precision->currentData().toString();
-    s.accumulate = m_accumulate->isEnabled() || !m_settingsEnabled ? m_accumulate->value() : 1;
     return s;
 }
 
@@ -475,9 +413,6 @@ void RunControls::setSettings(const RunSettings &s)
     m_compress->setCurrentIndex(std::max(0, m_compress->findData(s.compression)));
     m_compressStart->setValue(int(std::min<qint64>(s.compressStart, m_compressStart->maximum())));
     m_allReduce->setCurrentIndex(std::max(0, m_allReduce->findData(s.allReduce)));
-    m_recompute->setCurrentIndex(std::max(0, m_recompute->findData(s.recompute)));
-    m_precision->setCurrentIndex(std::max(0, m_precision->findData(s.precision)));
-    m_accumulate->setValue(int(std::clamp<qint64>(s.accumulate, 1, m_accumulate->maximum())));
     // The settings' count, even where the mesh's product differs (the warning says so).
     m_nodes->setValue(s.nodes);
     updateProblem();
@@ -505,7 +440,6 @@ void RunControls::setSettingsEnabled(bool on)
         updateProblem(); // no warning about a recording's settings
     }
     followCompression();
-    followMemoryLevers();
 }
 
 bool RunControls::addBreakpoint(const QString &spec, QString *why)

@@ -73,6 +73,7 @@ public:
 Q_SIGNALS:
     void shapeChanged();   // the model or the node count changed (the pipeline placement starts again)
     void problemChanged(); // problem() is different
+    void settingsChanged(); // a setting changed (settings() is the new one)
     void message(const QString &text, int timeoutMs);
 
 protected:
@@ -83,7 +84,6 @@ private:
     void buildButtons();
     void buildSettings();
     void buildCompression();
-    void buildMemoryLevers();
     void buildSlowMotion();
     void buildBreakpointField();
     QWidget *buildWarning();
@@ -94,7 +94,6 @@ private:
     void showBreakpoints();
     void followMesh();
     void followCompression(); // what the strategy, backend and compression allow
-    void followMemoryLevers(); // what the model and strategy allow
     int meshStages() const;
 
     EngineController *m_engine;
@@ -121,12 +120,6 @@ private:
     QComboBox *m_allReduce = nullptr;    // data: "" (the engine's default), "ring", "doubling", "auto"
     QWidget *m_compressBox = nullptr;    // label, choice and start, kept together
     QWidget *m_allReduceBox = nullptr;   // label and choice, kept together
-    QComboBox *m_recompute = nullptr;    // data: "none", "selective", "full"
-    QSpinBox *m_accumulate = nullptr;    // micro-steps per optimizer step
-    QComboBox *m_precision = nullptr;    // data: "fp32", "bf16"
-    QWidget *m_precisionBox = nullptr;
-    QWidget *m_recomputeBox = nullptr;
-    QWidget *m_accumulateBox = nullptr;
     QLabel *m_slowLabel = nullptr;
     QSlider *m_slowMotion = nullptr;
     QLineEdit *m_breakpoint = nullptr;

@@ -157,7 +157,8 @@ private:
             readResumeCheckpoint();
         m_configText = QJsonDocument(configToJson(m_config)).toJson(QJsonDocument::Compact);
         m_board = std::make_unique<StepAggregator>(
-            m_config.steps, m_kind->samplesPerStep(m_config.globalBatch, int(m_members.size())), m_async,
+            m_config.steps,
+            m_kind->samplesPerStep(m_config.globalBatch * m_config.accumulate, int(m_members.size())), m_async,
             m_observer);
         m_board->setResumedAt(m_startStep);
         m_resumedAt = m_startStep;
@@ -217,7 +218,7 @@ private:
                 info.lastError.clear();
             }
         }
-        m_board->beginEpoch(world, m_startStep, lossRows(*m_kind, m_config.globalBatch, world));
+        m_board->beginEpoch(world, m_startStep, lossRows(*m_kind, m_config.globalBatch, world, m_config.accumulate));
         if (m_ctl) {
             m_ctl->beginRun(world);
             m_ctl->setHoldCallback([&d = d](bool held) { d.holdWaits(held); });
@@ -626,7 +627,8 @@ private:
             throw std::runtime_error("rank 0 finished without sending its parameters");
         s.setFinalParams(e.finalParams);
         s.seconds = std::chrono::duration<double>(Clock::now() - m_runStart).count();
-        const std::int64_t samples = (m_config.steps - m_resumedAt) * m_kind->samplesPerStep(m_config.globalBatch, e.world);
+        const std::int64_t samples = (m_config.steps - m_resumedAt) *
+                                     m_kind->samplesPerStep(m_config.globalBatch * m_config.accumulate, e.world);
         s.samplesPerS = s.seconds > 0 ? double(samples) / s.seconds : 0;
         std::map<std::string, std::vector<double>> stats;
         for (int q = 0; q < e.world; ++q) {

@@ -264,8 +264,10 @@ NodeRun Agent::nodeRunOf(Epoch &e, EpochTraining &t)
         if (e.a.recoveryEvery > 0 && stepsDone % e.a.recoveryEvery == 0) {
             memory::NodeScope uncharged(-1); // the runtime's copy, not the training's memory
             e.ckpt.params = params.clone();
-            e.ckpt.moments = moments.defined() ? OptimizerMoments{moments.exp.clone(), moments.expSq.clone()}
-                                               : OptimizerMoments{};
+            // (a bf16 run's master weights are `params`: no copy of them here)
+            e.ckpt.moments = moments.defined()
+                                 ? OptimizerMoments{moments.exp.clone(), moments.expSq.clone(), {}}
+                                 : OptimizerMoments{};
             e.ckptSteps = stepsDone;
         }
         if (e.a.diskEvery > 0 && e.a.rank == 0 && stepsDone % e.a.diskEvery == 0)

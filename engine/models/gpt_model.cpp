@@ -1,6 +1,8 @@
 // The character GPT: attention, block, model and loss; see gpt_model.h.
 #include "engine/models/gpt_model.h"
 
+#include "engine/models/recompute.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
@@ -53,10 +55,23 @@ void checkConfig(const ModelConfig &c)
         fail("nEmbd " + std::to_string(c.nEmbd) + " is not divisible by nHead " + std::to_string(c.nHead));
 }
 
+// The attention core: each query's softmax-weighted mean of the values of
+// the keys not after it. q, k, v (B, nh, T, hs) -> (B, nh, T, hs).
+torch::Tensor attend(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v,
+                     const torch::Tensor &future)
+{
+    const std::int64_t T = q.size(2), hs = q.size(3);
+    torch::Tensor att = q.matmul(k.transpose(-2, -1)) * (1.0 / std::sqrt(double(hs))); // (B, nh, T, T)
+    att = att.masked_fill(future.slice(0, 0, T).slice(1, 0, T), -std::numeric_limits<float>::infinity());
+    att = torch::softmax(att, /*dim=*/-1);
+    return att.matmul(v);
+}
+
 } // namespace
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig &config, at::Generator &gen)
     : nHead(config.nHead)
+    , recomputeCore(config.recompute == Recompute::Selective)
 {
     const std::int64_t c = config.nEmbd;
     query = register_module("query", normalLinear(c, c, kInitStd, gen));
@@ -75,11 +90,12 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor &x)
     const torch::Tensor q = heads(query(x));
     const torch::Tensor k = heads(key(x));
     const torch::Tensor v = heads(value(x));
-
-    torch::Tensor att = q.matmul(k.transpose(-2, -1)) * (1.0 / std::sqrt(double(hs))); // (B, nh, T, T)
-    att = att.masked_fill(future.slice(0, 0, T).slice(1, 0, T), -std::numeric_limits<float>::infinity());
-    att = torch::softmax(att, /*dim=*/-1);
-    const torch::Tensor y = att.matmul(v);                       // (B, nh, T, hs)
+    const torch::Tensor y = // (B, nh, T, hs)
+        recomputeCore ? recomputed([mask = future](const std::vector<torch::Tensor> &in) {
+                                       return attend(in[0], in[1], in[2], mask);
+                                   },
+                                   {q, k, v}, /*params=*/{})
+                      : attend(q, k, v, future);
     return proj(y.transpose(1, 2).contiguous().view({B, T, C})); // (B, T, C)
 }
 
@@ -101,6 +117,7 @@ torch::Tensor GptBlockImpl::forward(const torch::Tensor &x)
 
 GptImpl::GptImpl(const ModelConfig &config)
     : blockSize(config.blockSize)
+    , recompute(config.recompute)
 {
     checkConfig(config);
     at::Generator gen = at::detail::createCPUGenerator(config.seed);
@@ -122,9 +139,17 @@ torch::Tensor GptImpl::forward(const torch::Tensor &idx)
     const std::int64_t T = idx.size(1);
     const torch::Tensor positions = torch::arange(T, torch::kInt64);      // (T)
     torch::Tensor x = tokenEmbedding(idx) + positionEmbedding(positions); // (B, T, C)
-    for (const auto &block : *blocks)
-        x = block->as<GptBlockImpl>()->forward(x);
+    for (std::size_t i = 0; i < blocks->size(); ++i)
+        x = blockForward(i, x);
     return lmHead(lnFinal(x)); // (B, T, vocab)
+}
+
+torch::Tensor GptImpl::blockForward(std::size_t i, const torch::Tensor &x)
+{
+    std::shared_ptr<GptBlockImpl> block = blocks->ptr<GptBlockImpl>(i);
+    if (recompute != Recompute::Full)
+        return block->forward(x);
+    return recomputed([block](const torch::Tensor &in) { return block->forward(in); }, x, block->parameters());
 }
 
 GptModel::GptModel(const ModelConfig &config)
@@ -150,8 +175,9 @@ torch::Tensor GptModel::lossFromOutput(const torch::Tensor &logits, const Batch 
     if (batch.target.sizes() != logits.sizes().slice(0, 2))
         throw std::invalid_argument("gpt expects target " + c10::str(logits.sizes().slice(0, 2)) + ", got " +
                                     c10::str(batch.target.sizes()));
-    return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), // (B*T, vocab)
-                                                batch.target.reshape({-1}));           // (B*T)
+    // In float32 whatever the logits' dtype (bf16 under --precision bf16).
+    const torch::Tensor flat = logits.reshape({-1, logits.size(-1)}).to(torch::kFloat32); // (B*T, vocab)
+    return torch::nn::functional::cross_entropy(flat, batch.target.reshape({-1}));       // (B*T)
 }
 
 std::vector<ModelLayer> GptModel::layers()
@@ -175,11 +201,9 @@ std::vector<ModelLayer> GptModel::layers()
                        const torch::Tensor positions = torch::arange(idx.size(1), torch::kInt64); // (T)
                        return net->tokenEmbedding(idx) + net->positionEmbedding(positions);      // (B, T, C)
                    }});
-    for (std::size_t i = 0; i < net->blocks->size(); ++i) {
-        auto block = net->blocks->ptr<GptBlockImpl>(i);
-        out.push_back({"block" + std::to_string(i), namesOf(*block, "blocks." + std::to_string(i) + "."),
-                       [block](const torch::Tensor &x) { return block->forward(x); }}); // (B, T, C)
-    }
+    for (std::size_t i = 0; i < net->blocks->size(); ++i)
+        out.push_back({"block" + std::to_string(i), namesOf(*net->blocks->ptr(i), "blocks." + std::to_string(i) + "."),
+                       [net, i](const torch::Tensor &x) mutable { return net->blockForward(i, x); }}); // (B, T, C)
     std::vector<std::string> head = namesOf(*net->lnFinal, "ln_final.");
     for (const auto &n : namesOf(*net->lmHead, "lm_head."))
         head.push_back(n);

@@ -12,6 +12,13 @@
 // construction order from a generator seeded with the config seed (never the
 // global one).
 //
+// Activation recomputation (ModelConfig::recompute, engine/models/recompute.h):
+// full recomputes each block's forward in backward (the block's input is all
+// it keeps), also in layers(); selective recomputes the attention core alone
+// (scores, mask, softmax, weighted values: what grows with T^2), as
+// Megatron's selective recomputation. The parameters' gradients are
+// bit-identical either way.
+//
 // What it does not do: no dropout (runs must be deterministic), no weight
 // tying between embedding and head (every parameter is its own tensor, which
 // keeps sharding simple), no KV cache or sampling.
@@ -36,6 +43,7 @@ struct CausalSelfAttentionImpl : torch::nn::Module {
     torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, proj{nullptr};
     std::int64_t nHead;
     torch::Tensor future; // (blockSize, blockSize) bool, true where a key is after its query
+    bool recomputeCore;   // --recompute selective: q, k, v to y recomputed in backward
 };
 TORCH_MODULE(CausalSelfAttention);
 
@@ -56,6 +64,8 @@ struct GptImpl : torch::nn::Module {
     // nEmbd not divisible by nHead, ...).
     explicit GptImpl(const ModelConfig &config);
     torch::Tensor forward(const torch::Tensor &idx); // (B, T) int64, T <= blockSize -> (B, T, vocab) logits
+    // Block i over x (B, T, C), recomputed in backward under --recompute full.
+    torch::Tensor blockForward(std::size_t i, const torch::Tensor &x);
 
     torch::nn::Embedding tokenEmbedding{nullptr};
     torch::nn::Embedding positionEmbedding{nullptr};
@@ -63,6 +73,7 @@ struct GptImpl : torch::nn::Module {
     torch::nn::LayerNorm lnFinal{nullptr};
     torch::nn::Linear lmHead{nullptr};
     std::int64_t blockSize;
+    Recompute recompute;
 };
 TORCH_MODULE(Gpt);
 

@@ -1,6 +1,8 @@
 // The 784-256-128-10 MLP and its loss and accuracy; see mlp_model.h.
 #include "engine/models/mlp_model.h"
 
+#include "engine/models/recompute.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
@@ -24,9 +26,10 @@ torch::nn::Linear seededLinear(std::int64_t in, std::int64_t out, at::Generator 
 
 } // namespace
 
-MlpImpl::MlpImpl(std::uint64_t seed)
+MlpImpl::MlpImpl(const ModelConfig &config)
+    : recompute(config.recompute)
 {
-    at::Generator gen = at::detail::createCPUGenerator(seed);
+    at::Generator gen = at::detail::createCPUGenerator(config.seed);
     fc1 = register_module("fc1", seededLinear(MlpModel::kInputs, /*out=*/256, gen));
     fc2 = register_module("fc2", seededLinear(/*in=*/256, /*out=*/128, gen));
     fc3 = register_module("fc3", seededLinear(/*in=*/128, MlpModel::kClasses, gen));
@@ -34,13 +37,19 @@ MlpImpl::MlpImpl(std::uint64_t seed)
 
 torch::Tensor MlpImpl::forward(const torch::Tensor &x)
 {
-    torch::Tensor h = torch::relu(fc1(x)); // (B, 256)
-    h = torch::relu(fc2(h));               // (B, 128)
-    return fc3(h);                         // (B, 10)
+    torch::Tensor h = hidden(fc1, x.to(fc1->weight.scalar_type())); // (B, 256), images in the weights' dtype
+    h = hidden(fc2, h);               // (B, 128)
+    return fc3(h);                    // (B, 10)
 }
 
-MlpModel::MlpModel(std::uint64_t seed)
-    : m_net(seed)
+torch::Tensor MlpImpl::hidden(const torch::nn::Linear &layer, const torch::Tensor &x)
+{
+    auto f = [layer = layer](const torch::Tensor &in) mutable { return torch::relu(layer(in)); };
+    return recompute == Recompute::Full ? recomputed(f, x, layer->parameters()) : f(x);
+}
+
+MlpModel::MlpModel(const ModelConfig &config)
+    : m_net(config)
 {
 }
 
@@ -68,7 +77,7 @@ void checkImages(const Batch &batch)
 torch::Tensor MlpModel::loss(const Batch &batch)
 {
     checkImages(batch);
-    return torch::nn::functional::cross_entropy(m_net->forward(batch.input), batch.target); // ()
+    return lossFromOutput(m_net->forward(batch.input), batch); // ()
 }
 
 double MlpModel::accuracy(const Batch &batch)
@@ -85,15 +94,20 @@ std::vector<ModelLayer> MlpModel::layers()
 {
     Mlp net = m_net;
     return {
-        {"fc1", {"fc1.weight", "fc1.bias"}, [net](const torch::Tensor &x) mutable { return torch::relu(net->fc1(x)); }},
-        {"fc2", {"fc2.weight", "fc2.bias"}, [net](const torch::Tensor &x) mutable { return torch::relu(net->fc2(x)); }},
+        {"fc1", {"fc1.weight", "fc1.bias"},
+         [net](const torch::Tensor &x) mutable { // images in the weights' dtype
+             return net->hidden(net->fc1, x.to(net->fc1->weight.scalar_type()));
+         }},
+        {"fc2", {"fc2.weight", "fc2.bias"}, [net](const torch::Tensor &x) mutable { return net->hidden(net->fc2, x); }},
         {"fc3", {"fc3.weight", "fc3.bias"}, [net](const torch::Tensor &x) mutable { return net->fc3(x); }},
     };
 }
 
 torch::Tensor MlpModel::lossFromOutput(const torch::Tensor &output, const Batch &batch)
 {
-    return torch::nn::functional::cross_entropy(output, batch.target); // ()
+    // In float32 whatever the logits' dtype (bf16 under --precision bf16):
+    // the loss reported, and backward's start.
+    return torch::nn::functional::cross_entropy(output.to(torch::kFloat32), batch.target); // ()
 }
 
 } // namespace smol::engine

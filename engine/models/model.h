@@ -45,9 +45,14 @@ public:
 // Throws std::invalid_argument (one line) when `config.kind` cannot
 // recompute as `config.recompute` asks (mlp: no selective; TorchScript: none).
 void checkRecompute(const ModelConfig &config);
+// Throws std::invalid_argument (one line) when `config.kind` cannot run in
+// `config.precision` (bf16: mlp and gpt only, not TorchScript).
+void checkPrecision(const ModelConfig &config);
 
-// Throws std::invalid_argument for an unknown kind or bad sizes, and
-// DataError for an unreadable TorchScript file.
+// The model of `config`, its parameters in config.precision's dtype
+// (bf16: the seed's float32 weights rounded). Throws std::invalid_argument
+// for an unknown kind or bad sizes, and DataError for an unreadable
+// TorchScript file.
 std::unique_ptr<TrainModel> makeModel(const ModelConfig &config);
 
 } // namespace smol::engine

@@ -16,7 +16,26 @@ bool endsWith(const std::string &s, const std::string &suffix)
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// --precision bf16: the parameters cast to bfloat16 (the float32 weights
+// the seed gives, rounded to nearest even). Parameters only: buffers keep
+// their dtype (the gpt's causal mask is bool).
+std::unique_ptr<TrainModel> inPrecision(std::unique_ptr<TrainModel> model, Precision precision)
+{
+    if (precision == Precision::Bf16) {
+        torch::NoGradGuard noGrad;
+        for (auto &[name, p] : model->namedParameters())
+            p.set_data(p.to(torch::kBFloat16));
+    }
+    return model;
+}
+
 } // namespace
+
+void checkPrecision(const ModelConfig &config)
+{
+    if (config.precision == Precision::Bf16 && config.kind != "mlp" && config.kind != "gpt")
+        throw std::invalid_argument("--precision bf16 is for the mlp and the gpt, not a TorchScript model");
+}
 
 void checkRecompute(const ModelConfig &config)
 {
@@ -71,10 +90,11 @@ bool parsePrecision(const std::string &text, Precision *out)
 std::unique_ptr<TrainModel> makeModel(const ModelConfig &config)
 {
     checkRecompute(config);
+    checkPrecision(config);
     if (config.kind == "mlp")
-        return std::make_unique<MlpModel>(config.seed);
+        return inPrecision(std::make_unique<MlpModel>(config), config.precision);
     if (config.kind == "gpt")
-        return std::make_unique<GptModel>(config);
+        return inPrecision(std::make_unique<GptModel>(config), config.precision);
     if (endsWith(config.kind, ".pt"))
         return std::make_unique<TorchScriptModel>(config.kind);
     throw std::invalid_argument("unknown model kind '" + config.kind +

@@ -19,9 +19,17 @@
 // A pause at a bucket's all-reduce holds the communication thread; backward
 // runs on until it has nothing left but to wait for that bucket.
 //
+// With --accumulate K, each step runs K micro-steps of B/N samples each (the
+// node's shares of a K x B batch: forwardBackward); as PyTorch's no_sync,
+// the hooks count nothing during the first K - 1 backwards, whose gradients
+// just add up in the flat buffer, and the buckets launch during the last
+// one's as above: the same all-reduces per step, for K times the samples.
+//
 // Holds: all parameters, all gradients, all optimizer state (Adam: 2x params).
 // Bytes on the wire per node per step: 2(N-1)/N x 4P sent and the same
 // received (P = parameter count), in ceil(4P / bucketBytes) all-reduces.
+// --precision bf16: 2P in place of 4P on the wire; holds 2P + 2P + 12P
+// (Adam's moments and the fp32 master: docs/strategies.md).
 #include "ddp.h"
 
 #include "flat_state.h"
@@ -67,7 +75,7 @@ public:
             Bucket &b = m_buckets.back();
             b.begin = slots[i].offset;
             b.numel += slots[i].numel;
-            b.bytes += slots[i].numel * 4;
+            b.bytes += slots[i].numel * std::int64_t(m_flat->values().element_size());
             ++b.params;
             m_bucketOf[i] = m_buckets.size() - 1;
         }
@@ -111,11 +119,14 @@ public:
             b.ready = 0;
         m_slotReady.assign(m_slotReady.size(), false);
         m_launched = 0;
-        const torch::Tensor loss = forwardBackward(m_ctx, step);
+        // no_sync: the micro-steps before the last only add up gradients.
+        const std::int64_t last = m_ctx.accumulate - 1;
+        const double loss = forwardBackward(
+            m_ctx, step, MicroSteps{{m_ctx.rank, m_ctx.nodes}, [&](std::int64_t j) { m_noSync = j < last; }, {}});
         launchReady(/*all=*/true); // parameters that got no gradient still take part
         m_queue->drain();          // the optimizer waits for the last bucket
         timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] { m_opt->step(m_flat->values(), m_flat->grads()); });
-        return loss.item<double>();
+        return loss;
     }
 
 private:
@@ -133,6 +144,8 @@ private:
         torch::autograd::variable_list operator()(const torch::autograd::variable_list &outputs,
                                                   const torch::autograd::variable_list &) override
         {
+            if (m_self->m_noSync)
+                return outputs; // an earlier micro-step: no bucket is ready before the last one's backward
             if (m_self->m_slotReady[m_slot])
                 return outputs; // accumulated twice: the bucket was counted already
             m_self->m_slotReady[m_slot] = true;
@@ -187,6 +200,7 @@ private:
     std::vector<std::shared_ptr<torch::autograd::Node>> m_accumulators;
     std::vector<std::uintptr_t> m_hookKeys; // by accumulator: its ReadyHook
     std::size_t m_launched = 0;
+    bool m_noSync = false; // a micro-step before the step's last is running (--accumulate)
     std::unique_ptr<GradCompressor> m_compressor; // null: plain all-reduces
     std::vector<std::vector<BucketPiece>> m_pieces; // by bucket, in flat order
     std::unique_ptr<CommQueue> m_queue; // last member: its thread goes first

@@ -9,7 +9,8 @@
 namespace smol::engine::strategies {
 
 inline constexpr StrategyDescription kDdp{"ddp", StrategyTopology::Ring, closed_form::replicated,
-                                          closed_form::ringAllReduce, ShardPlan::Replicated};
+                                          closed_form::ringAllReduce, ShardPlan::Replicated,
+                                          closed_form::replicatedHeld, closed_form::kReplicatedRingFormulas};
 std::unique_ptr<Strategy> makeDdp();
 
 } // namespace smol::engine::strategies

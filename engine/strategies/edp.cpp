@@ -130,8 +130,8 @@ public:
         m_updateLoss.assign(std::size_t(ctx.steps), std::nan(""));
         m_histogram.assign(std::size_t(ctx.maxStaleness + 1), 0);
         for (int w = 1; w < ctx.nodes; ++w) {
-            m_workers[std::size_t(w)].grads = torch::empty({m_flat->numel()}, torch::kFloat32);
-            m_workers[std::size_t(w)].snapshot = torch::empty({m_flat->numel()}, torch::kFloat32);
+            m_workers[std::size_t(w)].grads = torch::empty({m_flat->numel()}, m_flat->dtype());
+            m_workers[std::size_t(w)].snapshot = torch::empty({m_flat->numel()}, m_flat->dtype());
         }
         m_liveHandlers = ctx.nodes - 1;
         for (int w = 1; w < ctx.nodes; ++w)
@@ -176,6 +176,11 @@ public:
 
     bool isDataParallel() const override { return false; }
     bool isAsynchronous() const override { return true; }
+    void checkContext(const ModelConfig &, const NodeContext &ctx) const override
+    {
+        refuseAccumulation(ctx, "edp is asynchronous: each worker pushes its own gradients as soon as it has them; "
+                                "give it a larger --global-batch instead");
+    }
     bool finished() const override { return m_finished; }
     // One update is one worker's push: B/(N-1) samples (rounded down when the
     // shares differ by a row).

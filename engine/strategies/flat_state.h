@@ -6,8 +6,8 @@
 //   ShardedOptimizerState (zero1, zero2): the whole flat parameter vector,
 //       and optimizer state for this node's chunk of it only
 //       (net::Communicator::chunk: node r owns chunk r of N).
-// And the data-parallel forward and backward of a step (forwardBackward),
-// which ddp, zero1 and zero2 share.
+// The data-parallel forward and backward of a step, with its micro-steps
+// (forwardBackward), is strategy.h's.
 #pragma once
 
 #include "engine/flat_params.h"
@@ -15,17 +15,6 @@
 #include "net/communicator.h"
 
 namespace smol::engine {
-
-// This node's share of the batch forward and backward, its loss weighted by
-// its share (batchWeight), timed as forward and backward spans. Returns the
-// unweighted loss, the figure a step reports.
-inline torch::Tensor forwardBackward(const NodeContext &ctx, std::int64_t step)
-{
-    const torch::Tensor loss =
-        timed(ctx, SpanEvent::Kind::Forward, step, [&] { return ctx.model->loss(localBatch(ctx, step)); });
-    timed(ctx, SpanEvent::Kind::Backward, step, [&] { weightedLoss(loss, batchWeight(ctx)).backward(); });
-    return loss;
-}
 
 class ReplicatedFlatState : public Strategy {
 public:
@@ -37,7 +26,8 @@ public:
     OptimizerMoments fullOptimizerState() override { return copiedMoments(*m_opt); }
     bool loadOptimizerState(const OptimizerMoments &m, std::int64_t steps) override
     {
-        m_opt->load(m.exp, m.expSq, steps);
+        // The whole vector is this node's (and bf16's master weights with it).
+        loadMomentsChunk(*m_opt, m, net::ChunkRange{0, std::size_t(m_flat->numel())}, steps);
         return true;
     }
 

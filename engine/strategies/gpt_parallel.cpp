@@ -322,7 +322,7 @@ torch::Tensor assembleFull(const std::vector<torch::Tensor> &slices, const std::
     for (std::size_t i = 0; i < slices.size(); ++i)
         if (splits[i] != Split::Replicated)
             packed += slices[i].numel();
-    torch::Tensor all = torch::empty({tpNodes * packed}, torch::kFloat32);
+    torch::Tensor all = torch::empty({tpNodes * packed}, slices.empty() ? torch::kFloat32 : slices.front().scalar_type());
     std::int64_t at = tpRank * packed;
     for (std::size_t i = 0; i < slices.size(); ++i)
         if (splits[i] != Split::Replicated) {

@@ -2,8 +2,9 @@
 // One node's step: its replica's share of the global batch (dp), its block
 // of each sequence (cp), through its pipeline stage's layers (pp), each
 // layer cut across its tp group; the stage's micro-batches in the pipeline
-// schedule's order; then its gradients reduced over its dp x cp group and
-// the update.
+// schedule's order (with --accumulate K: K micro-steps of that, each on the
+// replica's share of 1/K of a K x B batch); then its gradients reduced over
+// its dp x cp group, once, and the update.
 #include "mesh.h"
 
 #include "engine/strategy.h"
@@ -137,35 +138,19 @@ public:
         }
     }
 
+    // With --accumulate K, K micro-steps (each the pipeline's M micro-batches
+    // of the replica's share) before the one reduction over the dp group.
     double step(std::int64_t step) override
     {
         if (zero3())
             materialise("params");
         m_flat->grads().zero_();
-        const std::int64_t M = m_ctx.microBatches;
-        Batch batch;
-        if (isFirst() || isLast()) {
-            batch = m_ctx.data->trainBatch(step, m_ctx.globalBatch, m_me.dp, m_mesh.size(MeshAxis::Dp));
-            const int cp = m_mesh.size(MeshAxis::Cp);
-            if (cp > 1) { // this node's block of every sequence
-                const std::int64_t t = batch.input.size(1) / cp;
-                batch.input = batch.input.narrow(1, m_me.cp * t, t);
-                batch.target = batch.target.narrow(1, m_me.cp * t, t);
-            }
-            if (spShares() > 1) { // the head's loss is over this node's tp share of the positions
-                const std::int64_t t = batch.target.size(1) / spShares();
-                batch.target = batch.target.narrow(1, m_me.tp * t, t);
-            }
-        }
-        m_inputs = isFirst() ? batch.input.chunk(M, 0) : std::vector<torch::Tensor>{};
-        m_targets = isLast() ? batch.target.chunk(M, 0) : std::vector<torch::Tensor>{};
-        m_inFlight.assign(std::size_t(M), {});
         m_lossSum = 0;
         m_step = step;
-        for (const PipelineOp &op : pipelineOrder(m_ctx.schedule, int(m_stages.size()), m_stage, M))
-            op.forward ? forward(op.microBatch) : backward(op.microBatch);
+        for (std::int64_t a = 0; a < m_ctx.accumulate; ++a)
+            microStep(a);
         timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] { reduceAndUpdate(); });
-        return isLast() ? m_lossSum / double(M) : std::nan("");
+        return isLast() ? m_lossSum / double(m_ctx.microBatches * m_ctx.accumulate) : std::nan("");
     }
 
     net::MemoryByCategory memory() const override
@@ -199,7 +184,7 @@ public:
                                        .clone(); // zero3 frees the slices below
         if (zero3())
             release();
-        torch::Tensor full = torch::empty({m_layerBegin.back()}, torch::kFloat32);
+        torch::Tensor full = torch::empty({m_layerBegin.back()}, m_flat->dtype());
         for (std::size_t s = 0; s < m_stages.size(); ++s) {
             const std::int64_t begin = m_layerBegin[std::size_t(m_stages[s].firstLayer)];
             torch::Tensor slice =
@@ -226,7 +211,8 @@ private:
     {
         if (!m_link)
             m_link = std::make_unique<StageLink>(m_pp.comm.get(), isFirst() ? -1 : m_stages[std::size_t(m_stage) - 1].node,
-                                                 isLast() ? -1 : m_stages[std::size_t(m_stage) + 1].node);
+                                                 isLast() ? -1 : m_stages[std::size_t(m_stage) + 1].node,
+                                                 m_flat->dtype());
         return *m_link;
     }
 
@@ -273,7 +259,7 @@ private:
             for (const auto &[name, p] : named) {
                 const Split split = gpt_parallel::splitOf(name);
                 local[name] = inStage(name) ? gpt_parallel::sliceOf(p, split, m_me.tp, tp).requires_grad_(true)
-                                            : torch::empty({0}, torch::kFloat32);
+                                            : torch::empty({0}, p.options());
                 if (inStage(name)) {
                     mine.emplace_back(name, local[name]);
                     m_splits.push_back(split);
@@ -302,7 +288,36 @@ private:
         const bool sliced = dynamic_cast<GptModel *>(m_ctx.model) != nullptr;
         for (const auto &[name, p] : named)
             if (sliced || !inStage(name))
-                p.set_data(torch::empty({0}, torch::kFloat32));
+                p.set_data(torch::empty({0}, p.options()));
+    }
+
+    // Micro-step a of the step: this replica's share of it (shareBatch: share
+    // a x D + dp of K x D of the step's K x B rows), through the stage's
+    // layers in the schedule's order, its M micro-batches numbered from a x M
+    // on the wire.
+    void microStep(std::int64_t a)
+    {
+        const std::int64_t M = m_ctx.microBatches;
+        Batch batch;
+        if (isFirst() || isLast()) {
+            batch = shareBatch(m_ctx, m_step, {m_me.dp, m_mesh.size(MeshAxis::Dp)}, a);
+            const int cp = m_mesh.size(MeshAxis::Cp);
+            if (cp > 1) { // this node's block of every sequence
+                const std::int64_t t = batch.input.size(1) / cp;
+                batch.input = batch.input.narrow(1, m_me.cp * t, t);
+                batch.target = batch.target.narrow(1, m_me.cp * t, t);
+            }
+            if (spShares() > 1) { // the head's loss is over this node's tp share of the positions
+                const std::int64_t t = batch.target.size(1) / spShares();
+                batch.target = batch.target.narrow(1, m_me.tp * t, t);
+            }
+        }
+        m_inputs = isFirst() ? batch.input.chunk(M, 0) : std::vector<torch::Tensor>{};
+        m_targets = isLast() ? batch.target.chunk(M, 0) : std::vector<torch::Tensor>{};
+        m_inFlight.assign(std::size_t(M), {});
+        m_firstMicroBatch = a * M;
+        for (const PipelineOp &op : pipelineOrder(m_ctx.schedule, int(m_stages.size()), m_stage, M))
+            op.forward ? forward(op.microBatch) : backward(op.microBatch);
     }
 
     void forward(std::int64_t j)
@@ -311,7 +326,7 @@ private:
         if (isFirst()) {
             f.input = m_inputs[std::size_t(j)];
         } else {
-            f.input = link().receiveActivation(j);
+            f.input = link().receiveActivation(m_firstMicroBatch + j);
         }
         torch::Tensor x = timed(m_ctx, SpanEvent::Kind::Forward, m_step, [&] {
             torch::Tensor y = f.input;
@@ -326,7 +341,7 @@ private:
             m_lossSum += x.item<double>();
             return;
         }
-        link().sendActivation(x, j, m_stage);
+        link().sendActivation(x, m_firstMicroBatch + j, m_stage);
     }
 
     void backward(std::int64_t j)
@@ -334,15 +349,15 @@ private:
         InFlight &f = m_inFlight[std::size_t(j)];
         torch::Tensor gradOut;
         if (!isLast())
-            gradOut = link().receiveGradient(f.output, j);
+            gradOut = link().receiveGradient(f.output, m_firstMicroBatch + j);
         timed(m_ctx, SpanEvent::Kind::Backward, m_step, [&] {
-            if (isLast()) // the mean over the micro-batches (SP: and over the tp group's shares)
-                (f.output / double(m_ctx.microBatches * spShares())).backward();
+            if (isLast()) // the mean over the micro-batches and micro-steps (SP: and the tp group's shares)
+                (f.output / double(m_ctx.microBatches * spShares() * m_ctx.accumulate)).backward();
             else
                 f.output.backward(gradOut);
         });
         if (!isFirst())
-            link().sendGradient(f.input.grad(), j);
+            link().sendGradient(f.input.grad(), m_firstMicroBatch + j);
         f = {};
     }
 
@@ -392,8 +407,8 @@ private:
     void materialise(const char *why)
     {
         torch::NoGradGuard noGrad;
-        resizeStorage(m_flat->values(), 4 * m_flat->numel());
-        resizeStorage(m_flat->grads(), 4 * m_flat->numel());
+        resizeStorage(m_flat->values(), m_flat->values().element_size() * m_flat->numel());
+        resizeStorage(m_flat->grads(), m_flat->grads().element_size() * m_flat->numel());
         mine(m_flat->values()).copy_(m_shardValues);
         m_held = true;
         m_data.comm->allGather(viewOf(m_flat->values()), why);
@@ -459,6 +474,7 @@ private:
     std::int64_t m_step = 0;
     std::vector<torch::Tensor> m_inputs, m_targets;
     std::vector<InFlight> m_inFlight;
+    std::int64_t m_firstMicroBatch = 0; // the current micro-step's first micro-batch number (a x M)
     std::unique_ptr<StageLink> m_link; // along the pp group, made at the first use
     double m_lossSum = 0;
 };

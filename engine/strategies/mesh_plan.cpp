@@ -79,13 +79,15 @@ std::vector<MeshElementRange> slicedRanges(const torch::Tensor &p, gpt_parallel:
 }
 
 // The model-state bytes a node holds between steps (mesh_plan.h's table).
-void fillBytes(MeshRankPlan &r, const std::string &dpMode, bool adam)
+// bf16 (--precision): 2-byte parameters and gradients, and a 4-byte float32
+// master per optimizer element.
+void fillBytes(MeshRankPlan &r, const std::string &dpMode, bool adam, bool bf16)
 {
     const std::int64_t S = r.localElements, chunk = r.optimizerEnd - r.optimizerBegin;
     const std::int64_t held = dpMode == "zero3" ? chunk : S;
-    r.paramsBytes = 4 * held;
-    r.gradsBytes = 4 * held;
-    r.optimizerBytes = adam ? 8 * chunk : 0;
+    r.paramsBytes = (bf16 ? 2 : 4) * held;
+    r.gradsBytes = (bf16 ? 2 : 4) * held;
+    r.optimizerBytes = (adam ? 8 * chunk : 0) + (bf16 ? 4 * chunk : 0);
 }
 
 MeshRankPlan planRank(const net::DeviceMesh &mesh, int rank, const std::vector<PipelineStage> &stages,
@@ -129,7 +131,7 @@ MeshRankPlan planRank(const net::DeviceMesh &mesh, int rank, const std::vector<P
         r.optimizerBegin = std::int64_t(chunk.offset);
         r.optimizerEnd = std::int64_t(chunk.offset + chunk.count);
     }
-    fillBytes(r, c.strategy, c.optimizer.kind == OptimizerConfig::Kind::Adam);
+    fillBytes(r, c.strategy, c.optimizer.kind == OptimizerConfig::Kind::Adam, c.model.precision == Precision::Bf16);
     return r;
 }
 

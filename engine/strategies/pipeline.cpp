@@ -80,6 +80,8 @@ public:
 
     void checkContext(const ModelConfig &model, const NodeContext &ctx) const override
     {
+        refuseAccumulation(ctx, "the pipeline already accumulates gradients over its micro-batches; "
+                                "use --micro-batches and a larger --global-batch instead");
         const std::unique_ptr<TrainModel> replica = makeModel(model);
         placementFor(*replica, ctx);
     }
@@ -129,7 +131,7 @@ public:
         torch::NoGradGuard noGrad;
         for (std::size_t i = 0; i < named.size(); ++i)
             if (m_paramOwner[i] != ctx.rank)
-                named[i].second.set_data(torch::empty({0}, torch::kFloat32));
+                named[i].second.set_data(torch::empty({0}, named[i].second.options()));
     }
 
     double step(std::int64_t step) override
@@ -167,7 +169,7 @@ public:
     // Every stage broadcasts its slice of the flat vector, in stage order.
     torch::Tensor fullParameters() override
     {
-        torch::Tensor full = torch::empty({m_total}, torch::kFloat32);
+        torch::Tensor full = torch::empty({m_total}, m_flat->dtype());
         for (std::size_t s = 0; s < m_stages.size(); ++s) {
             const std::int64_t begin = m_layerBegin[std::size_t(m_stages[s].firstLayer)];
             torch::Tensor slice =
@@ -208,7 +210,8 @@ private:
     {
         if (!m_link)
             m_link = std::make_unique<StageLink>(m_ctx.comm, isFirst() ? -1 : m_stages[std::size_t(m_stage) - 1].node,
-                                                 isLast() ? -1 : m_stages[std::size_t(m_stage) + 1].node);
+                                                 isLast() ? -1 : m_stages[std::size_t(m_stage) + 1].node,
+                                                 m_flat->dtype());
         return *m_link;
     }
     int stageOfLayer(int layer) const

@@ -1,7 +1,9 @@
 // single: one node, the reference every other strategy is compared with.
 //
 // Per step: forward and backward on the whole global batch, then one
-// optimizer update of the whole flat parameter buffer.
+// optimizer update of the whole flat parameter buffer. With --accumulate K:
+// K forwards and backwards of B samples each, their gradients added up (each
+// loss weighted 1/K), then the update: the step of a K x B batch.
 // Holds: all parameters, all gradients, all optimizer state.
 // Bytes on the wire: none.
 #include "single.h"
@@ -21,11 +23,9 @@ public:
     double step(std::int64_t step) override
     {
         m_flat->grads().zero_();
-        const torch::Tensor loss =
-            timed(m_ctx, SpanEvent::Kind::Forward, step, [&] { return m_ctx.model->loss(localBatch(m_ctx, step)); });
-        timed(m_ctx, SpanEvent::Kind::Backward, step, [&] { loss.backward(); });
+        const double loss = forwardBackward(m_ctx, step);
         timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] { m_opt->step(m_flat->values(), m_flat->grads()); });
-        return loss.item<double>();
+        return loss;
     }
 };
 

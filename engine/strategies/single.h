@@ -13,7 +13,9 @@ inline std::optional<WireBytes> singleSendsNothing(const ClosedFormInput &)
     return WireBytes{};
 }
 inline constexpr StrategyDescription kSingle{"single", StrategyTopology::Ring, closed_form::replicated,
-                                             &singleSendsNothing, ShardPlan::Replicated};
+                                             &singleSendsNothing, ShardPlan::Replicated,
+                                             closed_form::replicatedHeld,
+                                             "held: 4P params + 4P grads + opt (Adam 8P, SGD 0); sent: nothing"};
 std::unique_ptr<Strategy> makeSingle();
 
 } // namespace smol::engine::strategies

@@ -20,7 +20,12 @@ public:
     static constexpr std::int64_t kShapeSlots = 1 + 8;
 
     // `comm` ranks: prev/next are the neighbouring stages' (-1: none).
-    StageLink(net::Communicator *comm, int prev, int next) : m_comm(comm), m_prev(prev), m_next(next) {}
+    // Activations and their gradients travel in `dtype`, the parameters'
+    // (float32, or bfloat16 under --precision bf16).
+    StageLink(net::Communicator *comm, int prev, int next, torch::ScalarType dtype = torch::kFloat32)
+        : m_comm(comm), m_prev(prev), m_next(next), m_dtype(dtype)
+    {
+    }
 
     // Micro-batch j's input from the previous stage (a leaf requiring grad).
     torch::Tensor receiveActivation(std::int64_t j)
@@ -31,7 +36,7 @@ public:
             m_inShape.assign(header.data_ptr<std::int64_t>() + 1,
                              header.data_ptr<std::int64_t>() + 1 + header[0].item<std::int64_t>());
         }
-        torch::Tensor input = torch::empty(m_inShape, torch::kFloat32);
+        torch::Tensor input = torch::empty(m_inShape, m_dtype);
         m_comm->recv(m_prev, viewOf(input), "activation." + std::to_string(j));
         return input.requires_grad_(true);
     }
@@ -40,9 +45,9 @@ public:
     void sendActivation(const torch::Tensor &output, std::int64_t j, int stage)
     {
         const torch::Tensor out = output.detach().contiguous();
-        if (out.scalar_type() != torch::kFloat32 || out.dim() > kShapeSlots - 1)
-            throw std::logic_error("pipeline: stage " + std::to_string(stage) +
-                                   " must output a float32 tensor of at most 8 dimensions");
+        if (out.scalar_type() != m_dtype || out.dim() > kShapeSlots - 1)
+            throw std::logic_error("pipeline: stage " + std::to_string(stage) + " must output a " +
+                                   c10::toString(m_dtype) + " tensor of at most 8 dimensions");
         if (!m_shapeSent) {
             torch::Tensor header = torch::zeros({kShapeSlots}, torch::kInt64);
             header[0] = out.dim();
@@ -57,7 +62,7 @@ public:
     // The gradient of micro-batch j's output, from the next stage.
     torch::Tensor receiveGradient(const torch::Tensor &output, std::int64_t j)
     {
-        torch::Tensor grad = torch::empty(output.sizes(), torch::kFloat32);
+        torch::Tensor grad = torch::empty(output.sizes(), output.scalar_type());
         m_comm->recv(m_next, viewOf(grad), "activation.grad." + std::to_string(j));
         return grad;
     }
@@ -71,6 +76,7 @@ public:
 private:
     net::Communicator *m_comm;
     int m_prev, m_next;
+    torch::ScalarType m_dtype;
     std::vector<std::int64_t> m_inShape; // of the activation received
     bool m_shapeSent = false;
 };

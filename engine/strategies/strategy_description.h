@@ -29,13 +29,22 @@ class Strategy;
 // a star (rank 0 is a server at the centre), a chain (pipeline stages).
 enum class StrategyTopology { Ring, Star, Chain };
 
-// What the closed forms depend on: P parameters (float32), N nodes, and the
-// optimizer, whose state is 8P bytes with Adam (two moments) and 0 with SGD.
+// What the closed forms depend on: P parameters (float32: 4 bytes each;
+// bfloat16 under --precision bf16: 2, and their gradients the same), N
+// nodes, the optimizer, whose state is 8P bytes with Adam (two moments) and
+// 0 with SGD, plus a 4P float32 master copy of the weights with bf16 (so
+// Adam bf16: 2P + 2P + 12P = 16P, the ZeRO paper's mixed-precision count),
+// and the micro-steps a step (--accumulate K: the gradients still go out
+// once a step, so only zero3, which gathers the layers for every
+// micro-step, sends more).
 struct ClosedFormInput {
     std::int64_t params = 0; // P
     int nodes = 1;           // N
     bool adam = false;
-    std::int64_t optimizerBytes() const { return adam ? 8 * params : 0; }
+    std::int64_t accumulate = 1; // K
+    bool bf16 = false;           // --precision bf16
+    std::int64_t elementBytes() const { return bf16 ? 2 : 4; } // a parameter's, a gradient's
+    std::int64_t optimizerBytes() const { return (adam ? 8 * params : 0) + (bf16 ? 4 * params : 0); }
 };
 
 // Bytes sent per node per step: the mean over the nodes and the busiest
@@ -43,6 +52,15 @@ struct ClosedFormInput {
 struct WireBytes {
     double mean = 0;
     double busiest = 0;
+};
+
+// Model-state bytes one node holds between steps, by category: what
+// modelStateBytes totals (smolctl plan prints and checks each).
+struct HeldBytes {
+    std::int64_t params = 0;
+    std::int64_t grads = 0;
+    std::int64_t optimizer = 0; // the optimizer's state (and a bf16 run's float32 master)
+    std::int64_t total() const { return params + grads + optimizer; }
 };
 
 // One contiguous range of a parameter and its owner: what the GUI's shard
@@ -90,6 +108,11 @@ struct StrategyDescription {
     // P and N (tensor and pipeline move activations).
     std::optional<WireBytes> (*bytesPerStep)(const ClosedFormInput &);
     ShardPlan shards;
+    // modelStateBytes by category (the same total); nullptr: no closed form.
+    std::optional<HeldBytes> (*heldByCategory)(const ClosedFormInput &) = nullptr;
+    // The closed forms above as one line of text, for `smolctl plan`;
+    // nullptr: none written.
+    const char *formulas = nullptr;
     // A run measures a pipeline bubble (stages waiting for each other).
     bool measuresBubble() const { return topology == StrategyTopology::Chain; }
 };
@@ -104,18 +127,27 @@ inline std::optional<WireBytes> noBytes(const ClosedFormInput &)
 {
     return std::nullopt;
 }
-// Every node holds everything: 4P params + 4P grads + the optimizer's state.
+// Every node holds everything: 4P params + 4P grads + the optimizer's state
+// (bf16: 2P + 2P + it).
 inline std::optional<std::int64_t> replicated(const ClosedFormInput &c)
 {
-    return 4 * c.params + 4 * c.params + c.optimizerBytes();
+    return c.elementBytes() * c.params + c.elementBytes() * c.params + c.optimizerBytes();
 }
-// A ring all-reduce of the 4P gradient bytes, or a reduce-scatter and an
-// all-gather of them: 2(N-1)/N x 4P from every node.
+// A ring all-reduce of the 4P gradient bytes (bf16: 2P), or a reduce-scatter
+// and an all-gather of them: 2(N-1)/N x 4P from every node.
 inline std::optional<WireBytes> ringAllReduce(const ClosedFormInput &c)
 {
-    const double bytes = 2.0 * (c.nodes - 1) / c.nodes * 4.0 * double(c.params);
+    const double bytes = 2.0 * (c.nodes - 1) / c.nodes * double(c.elementBytes()) * double(c.params);
     return WireBytes{bytes, bytes};
 }
+// replicated(), by category.
+inline std::optional<HeldBytes> replicatedHeld(const ClosedFormInput &c)
+{
+    return HeldBytes{c.elementBytes() * c.params, c.elementBytes() * c.params, c.optimizerBytes()};
+}
+inline constexpr const char *kReplicatedRingFormulas =
+    "held: 4P params + 4P grads + opt (Adam 8P, SGD 0; bf16: 2P + 2P + opt + 4P master); "
+    "sent: 2(N-1)/N x 4P a step (ring all-reduce of the gradients, once per optimizer step)";
 } // namespace closed_form
 
 } // namespace smol::engine

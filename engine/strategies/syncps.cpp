@@ -6,7 +6,9 @@
 // 1..B % (N-1) take one more). Per step:
 //   1. every worker computes gradients on its samples, its loss weighted by
 //      rows x (N-1) / B (batchWeight; exactly 1 when the split is even);
-//   2. push: every worker sends its whole gradient to the server;
+//      with --accumulate K, K micro-steps of B/(N-1) samples each, their
+//      gradients adding up (forwardBackward);
+//   2. once a step: push: every worker sends its whole gradient to the server;
 //   3. the server waits for all N-1 pushes, averages them (in rank order;
 //      with the weights, the mean over the whole global batch), and applies
 //      the optimizer;
@@ -44,8 +46,8 @@ public:
         m_flat = std::make_unique<FlatParams>(ctx.model->namedParameters());
         if (isServer()) {
             m_opt = std::make_unique<FlatOptimizer>(ctx.optimizer, m_flat->numel());
-            m_sum = torch::zeros({m_flat->numel()}, torch::kFloat32);
-            m_incoming = torch::empty({m_flat->numel()}, torch::kFloat32);
+            m_sum = torch::zeros({m_flat->numel()}, m_flat->dtype());
+            m_incoming = torch::empty({m_flat->numel()}, m_flat->dtype());
         } else {
             m_flat->attachGrads();
         }
@@ -66,13 +68,10 @@ public:
             return std::nan("");
         }
         m_flat->grads().zero_();
-        const Batch batch = m_ctx.data->trainBatch(step, m_ctx.globalBatch, m_ctx.rank - 1, m_ctx.nodes - 1);
-        const torch::Tensor loss = timed(m_ctx, SpanEvent::Kind::Forward, step, [&] { return m_ctx.model->loss(batch); });
-        const double weight = batchWeight(m_ctx.globalBatch, m_ctx.rank - 1, m_ctx.nodes - 1);
-        timed(m_ctx, SpanEvent::Kind::Backward, step, [&] { weightedLoss(loss, weight).backward(); });
+        const double loss = forwardBackward(m_ctx, step, MicroSteps{{m_ctx.rank - 1, m_ctx.nodes - 1}, {}, {}});
         m_ctx.comm->send(0, viewOf(m_flat->grads()), "grads", net::CollectiveKind::Push);
         m_ctx.comm->recv(0, viewOf(m_flat->values()), "params", net::CollectiveKind::Pull);
-        return loss.item<double>();
+        return loss;
     }
 
     net::MemoryByCategory memory() const override
@@ -100,8 +99,8 @@ public:
     }
     bool loadOptimizerState(const OptimizerMoments &m, std::int64_t steps) override
     {
-        if (isServer())
-            m_opt->load(m.exp, m.expSq, steps);
+        if (isServer()) // the whole vector, and a bf16 run's master weights with it
+            loadMomentsChunk(*m_opt, m, net::ChunkRange{0, std::size_t(m_flat->numel())}, steps);
         return true;
     }
 

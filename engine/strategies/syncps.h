@@ -12,11 +12,14 @@ namespace smol::engine::strategies {
 
 inline std::optional<WireBytes> syncPsBytesPerStep(const ClosedFormInput &c)
 {
-    const double server = (c.nodes - 1) * 4.0 * double(c.params), worker = 4.0 * double(c.params);
+    const double server = (c.nodes - 1) * double(c.elementBytes()) * double(c.params),
+                 worker = double(c.elementBytes()) * double(c.params);
     return WireBytes{(server + (c.nodes - 1) * worker) / c.nodes, server};
 }
 inline constexpr StrategyDescription kSyncPs{"syncps", StrategyTopology::Star, closed_form::none,
-                                             &syncPsBytesPerStep, ShardPlan::Replicated};
+                                             &syncPsBytesPerStep, ShardPlan::Replicated, nullptr,
+                                             "sent: (N-1) x 4P a step from the server (the parameters to each "
+                                             "worker), 4P from each worker (its gradients)"};
 std::unique_ptr<Strategy> makeSyncPs();
 
 } // namespace smol::engine::strategies

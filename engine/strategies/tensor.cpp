@@ -57,6 +57,8 @@ public:
     int batchShares(int) const override { return 1; }
     void checkContext(const ModelConfig &model, const NodeContext &ctx) const override
     {
+        refuseAccumulation(ctx, "tensor parallelism is not data parallel: every node computes on the whole "
+                                "batch; give it a larger --global-batch instead");
         gpt_parallel::checkTensorParallel(model.kind, model.nHead, ctx.nodes);
     }
 
@@ -92,7 +94,7 @@ public:
                                         gpt_parallel::NodeCut{ctx.comm, ctx.rank, ctx.nodes});
         torch::NoGradGuard noGrad;
         for (auto &[name, p] : gpt->namedParameters())
-            p.set_data(torch::empty({0}, torch::kFloat32));
+            p.set_data(torch::empty({0}, p.options()));
     }
 
     double step(std::int64_t step) override

@@ -5,7 +5,9 @@
 // node r owns shard r (net::Communicator::chunk). Per step:
 //   1. every node computes gradients on its B/N samples (uneven B: the first
 //      B % N nodes take one more, losses weighted by rows: batchWeight);
-//   2. reduce-scatter (average) the gradient vector: node r needs only its
+//      with --accumulate K, K micro-steps of B/N samples each, their
+//      gradients adding up in the full buffer (forwardBackward);
+//   2. once, after the last micro-step: reduce-scatter (average) the gradient vector: node r needs only its
 //      shard averaged, since it updates only that shard (the rest of its
 //      gradient buffer is left as the scatter's scratch);
 //   3. node r updates only its shard of the parameters, with optimizer state
@@ -40,11 +42,11 @@ public:
     double step(std::int64_t step) override
     {
         m_flat->grads().zero_();
-        const torch::Tensor loss = forwardBackward(m_ctx, step);
+        const double loss = forwardBackward(m_ctx, step);
         m_ctx.comm->reduceScatter(viewOf(m_flat->grads()), net::ReduceOp::Average, "grads");
         timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] { m_opt->step(mine(m_flat->values()), mine(m_flat->grads())); });
         m_ctx.comm->allGather(viewOf(m_flat->values()), "params");
-        return loss.item<double>();
+        return loss;
     }
 
     net::MemoryByCategory memory() const override { return heldBytes(m_flat->values(), m_flat->grads(), m_opt.get()); }

@@ -10,10 +10,17 @@ namespace smol::engine::strategies {
 
 inline std::optional<std::int64_t> zero1ModelStateBytes(const ClosedFormInput &c)
 {
-    return 4 * c.params + 4 * c.params + c.optimizerBytes() / c.nodes;
+    return c.elementBytes() * c.params + c.elementBytes() * c.params + c.optimizerBytes() / c.nodes;
 }
-inline constexpr StrategyDescription kZero1{"zero1", StrategyTopology::Ring, &zero1ModelStateBytes,
-                                            closed_form::ringAllReduce, ShardPlan::ChunkedFlat};
+inline std::optional<HeldBytes> zero1HeldBytes(const ClosedFormInput &c)
+{
+    return HeldBytes{c.elementBytes() * c.params, c.elementBytes() * c.params, c.optimizerBytes() / c.nodes};
+}
+inline constexpr StrategyDescription kZero1{
+    "zero1", StrategyTopology::Ring, &zero1ModelStateBytes, closed_form::ringAllReduce, ShardPlan::ChunkedFlat,
+    &zero1HeldBytes,
+    "held: 4P params + 4P grads + opt/N; sent: 2(N-1)/N x 4P a step (reduce-scatter of the gradients, "
+    "all-gather of the updated parameters)"};
 std::unique_ptr<Strategy> makeZero1();
 
 } // namespace smol::engine::strategies

@@ -4,8 +4,9 @@
 // Per step:
 //   1. every node computes gradients on its B/N samples (uneven B: the first
 //      B % N nodes take one more, losses weighted by rows: batchWeight) into
-//      a full, temporary gradient buffer;
-//   2. reduce-scatter (average): node r receives the averaged gradient of
+//      a full, temporary gradient buffer (with --accumulate K: K micro-steps
+//      of B/N samples each, adding up in that buffer, attached throughout);
+//   2. once, after the last micro-step: reduce-scatter (average): node r receives the averaged gradient of
 //      its shard only, keeps that, and frees the full buffer;
 //   3. node r updates its shard of the parameters;
 //   4. all-gather the updated shards.
@@ -32,20 +33,20 @@ public:
     void setup(NodeContext &ctx) override
     {
         holdOptimizerChunk(ctx);
-        m_gradShard = torch::zeros({std::int64_t(m_shard.count)}, torch::kFloat32);
+        m_gradShard = torch::zeros({std::int64_t(m_shard.count)}, m_flat->dtype());
     }
 
     double step(std::int64_t step) override
     {
         torch::Tensor full = m_flat->attachGrads();
-        const torch::Tensor loss = forwardBackward(m_ctx, step);
+        const double loss = forwardBackward(m_ctx, step);
         m_ctx.comm->reduceScatter(viewOf(full), net::ReduceOp::Average, "grads");
         m_gradShard.copy_(mine(full));
         full = torch::Tensor();
         m_flat->detachGrads();
         timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] { m_opt->step(mine(m_flat->values()), m_gradShard); });
         m_ctx.comm->allGather(viewOf(m_flat->values()), "params");
-        return loss.item<double>();
+        return loss;
     }
 
     net::MemoryByCategory memory() const override { return heldBytes(m_flat->values(), m_gradShard, m_opt.get()); }

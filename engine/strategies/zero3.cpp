@@ -35,7 +35,16 @@
 // P/N. Bytes on the wire per node per step: (N-1)/N x 4P (forward gather) +
 // (N-1)/N x 4P (backward gather) + (N-1)/N x 4P (reduce-scatter) =
 // 3(N-1)/N x 4P sent, the same received: 1.5x ddp's traffic for 1/N of its
-// memory.
+// memory. --precision bf16: 2P in place of 4P on the wire, and 16P/N held
+// (2P/N + 2P/N + 12P/N: docs/strategies.md).
+//
+// With --accumulate K (as FSDP's no_sync): K micro-steps of B/N samples
+// each; every micro-step gathers each layer for its forward and its backward
+// as above, but the backwards before the last keep each layer's full
+// gradient (P more floats held until the last micro-step, in grads) instead
+// of reduce-scattering it; the last backward adds what was kept and
+// reduce-scatters once. Per step: (2K + 1)(N-1)/N x 4P sent, the
+// reduce-scatters unchanged.
 #include "zero3.h"
 
 #include "engine/strategy.h"
@@ -110,24 +119,27 @@ public:
     {
         for (auto &s : m_shards)
             s.grads.zero_();
-        const Batch batch = localBatch(m_ctx, step);
-        const torch::Tensor loss = timed(m_ctx, SpanEvent::Kind::Forward, step, [&] {
+        // Each micro-step gathers every layer again; only the last one's
+        // backward reduce-scatters (no_sync before it).
+        auto before = [this](std::int64_t j) {
+            m_noSync = j + 1 < m_ctx.accumulate;
+            std::fill(m_forwardTicket.begin(), m_forwardTicket.end(), 0);
+            std::fill(m_backwardTicket.begin(), m_backwardTicket.end(), 0);
+        };
+        auto loss = [this](const Batch &batch) {
             torch::Tensor x = batch.input;
             for (std::size_t k = 0; k < m_layers.size(); ++k)
                 x = GatheredLayer::apply(x, m_anchor, this, std::int64_t(k));
             return m_ctx.model->lossFromOutput(x, batch);
-        });
-        // Runs GatheredLayer::backward from the last layer to the first.
-        timed(m_ctx, SpanEvent::Kind::Backward, step,
-              [&] { weightedLoss(loss, batchWeight(m_ctx)).backward(); });
+        };
+        // Backward runs GatheredLayer::backward from the last layer to the first.
+        const double mean = forwardBackward(m_ctx, step, MicroSteps{{m_ctx.rank, m_ctx.nodes}, before, loss});
         m_queue->drain(); // the last reduce-scatter
-        std::fill(m_forwardTicket.begin(), m_forwardTicket.end(), 0);
-        std::fill(m_backwardTicket.begin(), m_backwardTicket.end(), 0);
         timed(m_ctx, SpanEvent::Kind::Optimizer, step, [&] {
             for (auto &s : m_shards)
                 s.opt->step(s.values, s.grads);
         });
-        return loss.item<double>();
+        return mean;
     }
 
     // Materialise layer k: every node contributes its shard. Runs on the
@@ -135,7 +147,7 @@ public:
     void gather(std::size_t k, const std::string &why)
     {
         Shard &s = m_shards[k];
-        resizeStorage(s.full, 4 * s.flat->numel());
+        resizeStorage(s.full, s.full.element_size() * s.flat->numel());
         mine(s, s.full).copy_(s.values);
         m_gathering = std::int64_t(k);
         m_ctx.comm->allGather(viewOf(s.full), why + "." + m_layers[k].name);
@@ -201,6 +213,8 @@ public:
         // for the first layer the reduce-scatter before its own).
         m_queue->wait(k > 0 ? m_backwardTicket[k - 1] : m_lastScatter);
         release(k);
+        if (!keepForLastMicroStep(k, &flatGrad))
+            return gradInput;
         // Averaged on the communication thread; the optimizer waits for it.
         m_lastScatter = m_queue->submit([this, k, flatGrad] {
             Shard &s = m_shards[k];
@@ -210,6 +224,29 @@ public:
             s.grads.add_(mine(s, flatGrad));
         });
         return gradInput;
+    }
+
+    // Gradient accumulation, as FSDP's no_sync: before the step's last
+    // micro-step, layer k's full gradient is kept (false: nothing to send
+    // yet); in the last, what was kept is added to it and it goes out.
+    bool keepForLastMicroStep(std::size_t k, torch::Tensor *flatGrad)
+    {
+        torch::Tensor &kept = m_shards[k].kept;
+        if (m_noSync) {
+            if (kept.defined()) {
+                kept.add_(*flatGrad);
+            } else {
+                kept = *flatGrad;
+                m_keptBytes += std::int64_t(kept.nbytes());
+            }
+            return false;
+        }
+        if (kept.defined()) {
+            flatGrad->add_(kept);
+            m_keptBytes -= std::int64_t(kept.nbytes());
+            kept = torch::Tensor();
+        }
+        return true;
     }
 
     // Gradients of layer k, with its parameters materialised: the input's,
@@ -228,7 +265,7 @@ public:
             wrt.push_back(x);
         const auto grads = torch::autograd::grad({out}, wrt, {gradOut}, /*retain_graph=*/false,
                                                  /*create_graph=*/false, /*allow_unused=*/true);
-        torch::Tensor flatGrad = torch::zeros({s.flat->numel()}, torch::kFloat32);
+        torch::Tensor flatGrad = torch::zeros({s.flat->numel()}, s.flat->dtype());
         for (std::size_t i = 0; i < s.flat->slots().size(); ++i)
             if (grads[i].defined())
                 flatGrad.narrow(0, s.flat->slots()[i].offset, s.flat->slots()[i].numel).copy_(grads[i].reshape({-1}));
@@ -250,15 +287,17 @@ public:
             m.grads += s.grads.nbytes();
             for (const auto &t : s.opt->state())
                 m.optimizer += t.nbytes();
-            const std::int64_t beyondShard = 4 * s.flat->numel() - std::int64_t(s.values.nbytes());
+            const std::int64_t layerBytes = std::int64_t(s.full.element_size()) * s.flat->numel();
+            const std::int64_t beyondShard = layerBytes - std::int64_t(s.values.nbytes());
             if (s.materialised)
                 m.params += beyondShard;
             else if (m_gathering == std::int64_t(k) && atCollectiveResult())
                 m.params += beyondShard; // gathered: the layer is held now
             else if (m_gathering == std::int64_t(k))
-                m.comm += 4 * s.flat->numel();
+                m.comm += layerBytes;
         }
         m.comm += m_scatterBytes;
+        m.grads += m_keptBytes; // --accumulate: full gradients kept for the last micro-step
         return m;
     }
 
@@ -277,23 +316,28 @@ public:
     // layer by layer, in the order fullParameters() concatenates.
     OptimizerMoments fullOptimizerState() override
     {
-        if (m_shards.empty() || !m_shards.front().opt->exp().defined())
-            return {};
-        std::vector<torch::Tensor> exp, expSq;
+        std::vector<torch::Tensor> exp, expSq, master; // --precision bf16: the master weights too
         for (const Shard &s : m_shards) {
             OptimizerMoments layer = gatheredMoments(*s.opt, s.flat->numel(), s.range, *m_ctx.comm);
-            exp.push_back(layer.exp);
-            expSq.push_back(layer.expSq);
+            for (auto [part, all] :
+                 {std::pair{&layer.exp, &exp}, std::pair{&layer.expSq, &expSq}, std::pair{&layer.master, &master}})
+                if (part->defined())
+                    all->push_back(*part);
         }
-        return {torch::cat(exp), torch::cat(expSq)};
+        auto joined = [](const std::vector<torch::Tensor> &parts) {
+            return parts.empty() ? torch::Tensor() : torch::cat(parts);
+        };
+        return {joined(exp), joined(expSq), joined(master)};
     }
     bool loadOptimizerState(const OptimizerMoments &m, std::int64_t steps) override
     {
         std::int64_t at = 0;
         for (Shard &s : m_shards) {
-            const OptimizerMoments layer =
-                m.defined() ? OptimizerMoments{m.exp.narrow(0, at, s.flat->numel()), m.expSq.narrow(0, at, s.flat->numel())}
-                            : OptimizerMoments{};
+            auto part = [&](const torch::Tensor &whole) {
+                return whole.defined() ? whole.narrow(0, at, s.flat->numel()) : torch::Tensor();
+            };
+            const OptimizerMoments layer = m.defined() ? OptimizerMoments{part(m.exp), part(m.expSq), part(m.master)}
+                                                       : OptimizerMoments{{}, {}, part(m.master)};
             loadMomentsChunk(*s.opt, layer, s.range, steps);
             at += s.flat->numel();
         }
@@ -317,6 +361,7 @@ private:
         net::ChunkRange range;            // this node's part of the layer's flat vector
         torch::Tensor values;             // the shard this node owns
         torch::Tensor grads;
+        torch::Tensor kept; // --accumulate: the full gradient of the micro-steps so far (no_sync)
         std::unique_ptr<FlatOptimizer> opt;
         std::atomic<bool> materialised{false}; // read by the hooks on the communication thread
     };
@@ -340,7 +385,9 @@ private:
     torch::Tensor m_anchor; // requires grad, so every layer's output does and backward reaches each
     std::atomic<std::int64_t> m_gathering{-1};  // the layer whose all-gather is in progress (memory())
     std::atomic<std::int64_t> m_scatterBytes{0}; // the gradient buffer a reduce-scatter is averaging
-    std::vector<std::uint64_t> m_forwardTicket, m_backwardTicket; // this step's gathers, by layer
+    std::atomic<std::int64_t> m_keptBytes{0};    // the layers' kept full gradients (memory())
+    bool m_noSync = false; // a micro-step before the step's last is running (--accumulate)
+    std::vector<std::uint64_t> m_forwardTicket, m_backwardTicket; // this micro-step's gathers, by layer
     std::uint64_t m_lastScatter = 0;                               // the latest reduce-scatter's ticket
     std::unique_ptr<CommQueue> m_queue; // last member: its thread goes first
 };
