@@ -292,8 +292,9 @@ public:
                 break; // asynchronous strategies: left, or told to stop
             if (m_testing && ((k + 1) % m_config.testEvery == 0 || k + 1 == m_config.steps))
                 testLoss(k);
-            if (m_run.checkpointEvery > 0 && !m_strategy->isAsynchronous() &&
-                (k + 1) % m_run.checkpointEvery == 0 && k + 1 < m_config.steps)
+            // (an asynchronous strategy's checkpoint is its server's own
+            // copy: only the node that asks for one, rank 0, calls it)
+            if (m_run.checkpointEvery > 0 && (k + 1) % m_run.checkpointEvery == 0 && k + 1 < m_config.steps)
                 checkpoint(k + 1);
         }
         m_result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -314,6 +315,7 @@ private:
             loadParams(*m_model, m_run.initialParams);
         m_strategy = makeStrategy(m_config.strategy, m_config.mesh);
         m_ctx = nodeContextOf(m_config, m_run.rank);
+        m_ctx.firstStep = m_run.firstStep;
         m_ctx.comm = m_run.comm;
         if (m_run.comm)
             m_run.comm->setAllReduceAlgorithm(allReduceAlgorithmOf(m_config));

@@ -72,6 +72,7 @@ struct NodeContext {
     std::int64_t bucketBytes = 256 * 1024; // ddp gradient buckets
     CompressionConfig compression;         // ddp and a mesh's dp axis (grad_compressor.h)
     std::int64_t steps = 0;                // the run's --steps
+    std::int64_t firstStep = 0;            // where the run resumes (edp: the server's first version)
     std::int64_t maxStaleness = 4;         // edp: bound on a push's staleness
     // pipeline: layer placement ("" or "auto": balanced by parameter count;
     // engine/placement.h), micro-batches per step, and their schedule.

@@ -230,8 +230,10 @@ struct NodeRun {
     std::int64_t firstStep = 0;        // resume: the step to start at
     torch::Tensor initialParams;       // flat, namedParameters() order; undefined: the seed's weights
     OptimizerMoments initialMoments;   // Adam's moments at firstStep (undefined: start them at zero)
-    // Lock-step strategies: after every K-th step (counted from step 0),
-    // gather the full parameters and hand them to onCheckpoint. 0: never.
+    // After every K-th step (counted from step 0), gather the full
+    // parameters and hand them to onCheckpoint. 0: never. Lock-step
+    // strategies: a collective, every rank the same K; an asynchronous one
+    // (edp): the node's own copy, set on its server only.
     std::int64_t checkpointEvery = 0;
     std::function<void(std::int64_t step, double loss, const StepMemory &memory)> onStep;
     std::function<void(const SpanEvent &)> onSpan; // compute spans (NodeContext::onSpan)

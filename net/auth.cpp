@@ -60,11 +60,20 @@ QByteArray serverMessage(int acceptorRank, int connectorRank, const QByteArray &
     return m;
 }
 
-std::string printable(const char *in, std::size_t n)
+// What a peer sent instead of a magic, as hex ("7e 4d 2e 60 ..."): the bytes
+// are untrusted and never reach a log as text, and a reader sees at a
+// glance whether it was HTTP ("47 45 54 20") or TLS ("16 03 01").
+std::string hexPrefix(const char *in, std::size_t n)
 {
+    static const char kDigits[] = "0123456789abcdef";
     std::string s;
-    for (std::size_t i = 0; i < n; ++i)
-        s += (in[i] >= 32 && in[i] < 127) ? in[i] : '.';
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto b = static_cast<unsigned char>(in[i]);
+        if (i > 0)
+            s += ' ';
+        s += kDigits[b >> 4];
+        s += kDigits[b & 15];
+    }
     return s;
 }
 
@@ -91,7 +100,7 @@ QByteArray encodeHello(int acceptorRank, const QByteArray &nonceA)
 std::string parseHello(const char *in, int &acceptorRank, QByteArray &nonceA)
 {
     if (std::memcmp(in, kHelloMagic, 8) != 0)
-        return "expected SMOLHELO, got '" + printable(in, 8) + "'";
+        return "expected SMOLHELO, got " + hexPrefix(in, 8);
     if (qFromLittleEndian<std::uint16_t>(in + 8) != kAuthVersion)
         return "unsupported handshake version";
     acceptorRank = qFromLittleEndian<std::int32_t>(in + 10);
@@ -117,7 +126,7 @@ std::string verifyProof(const char *in, const QByteArray &token, int acceptorRan
                         const QByteArray &nonceA, int &connectorRank, QByteArray &nonceC)
 {
     if (std::memcmp(in, kProofMagic, 8) != 0)
-        return "expected SMOLAUTH first, got '" + printable(in, 8) + "'";
+        return "expected SMOLAUTH first, got " + hexPrefix(in, 8);
     if (qFromLittleEndian<std::uint16_t>(in + 8) != kAuthVersion)
         return "unsupported handshake version";
     connectorRank = qFromLittleEndian<std::int32_t>(in + 10);
@@ -146,7 +155,7 @@ std::string verifyAccept(const char *in, const QByteArray &token, int acceptorRa
                          const QByteArray &nonceA, const QByteArray &nonceC)
 {
     if (std::memcmp(in, kAcceptMagic, 8) != 0)
-        return "expected SMOLOKAY, got '" + printable(in, 8) + "'";
+        return "expected SMOLOKAY, got " + hexPrefix(in, 8);
     const QByteArray expected = mac(token, serverMessage(acceptorRank, connectorRank, nonceA, nonceC));
     if (!constantTimeEqual(expected.constData(), in + 8, kMacBytes))
         return "peer failed to prove the token (HMAC mismatch)";

@@ -8,7 +8,9 @@
 //   acceptor  -> connector : ACCEPT "SMOLOKAY" HMAC(token, "s" nonceC nonceA ranks) (40 B)
 //
 // The acceptor sends nothing else and reads exactly 82 bytes before deciding:
-// a peer that sends anything else first (or too slowly) is dropped.
+// a peer that sends anything else first (or too slowly) is dropped. A
+// refusal names what came instead of a magic by its first 8 bytes in hex
+// ("expected SMOLAUTH first, got 47 45 54 20 2f 20 48 54"), never as text.
 #pragma once
 
 #include <QByteArray>

@@ -1,6 +1,7 @@
 // The connection handshake: the right token gets a working link, a wrong
-// token or anything else first gets dropped with a logged reason, the token
-// never travels, and a listener that does not know the token is refused too.
+// token or anything else first gets dropped with a logged reason (naming
+// the garbage in hex only), the token never travels, and a listener that
+// does not know the token is refused too.
 #include "net/auth.h"
 #include "net/communicator.h"
 #include "net/errors.h"
@@ -23,6 +24,7 @@ private Q_SLOTS:
     void wrongTokenIsRejected();
     void garbageFirstIsDropped_data();
     void garbageFirstIsDropped();
+    void garbageIsNamedInHex();
     void silentConnectorTimesOut();
     void replayedProofIsRejected();
     void impostorListenerIsRefused();
@@ -104,6 +106,20 @@ void TestAuth::garbageFirstIsDropped()
     ::close(fd);
     QTRY_VERIFY_WITH_TIMEOUT(anyReasonContains(a, "expected SMOLAUTH first"), 2000);
     QVERIFY(!a.isConnected(1));
+}
+
+// What came instead of a magic reaches a log as its first 8 bytes in hex,
+// never as text (an escape sequence or a newline stays on the wire).
+void TestAuth::garbageIsNamedInHex()
+{
+    QByteArray first("GET /\x1b[2J\n", 12);
+    first = first.leftJustified(int(auth::kProofBytes), '\0');
+    int rank = -1;
+    QByteArray nonce;
+    const std::string err = auth::verifyProof(first.constData(), "tok", 0, 2, auth::freshNonce(), rank, nonce);
+    QCOMPARE(QString::fromStdString(err), QString("expected SMOLAUTH first, got 47 45 54 20 2f 1b 5b 32"));
+    const std::string hello = auth::parseHello(first.constData(), rank, nonce);
+    QCOMPARE(QString::fromStdString(hello), QString("expected SMOLHELO, got 47 45 54 20 2f 1b 5b 32"));
 }
 
 void TestAuth::silentConnectorTimesOut()

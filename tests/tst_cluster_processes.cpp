@@ -1,7 +1,8 @@
 // The cluster runtime with real processes: `smolctl train --listen` as the
 // coordinator and `smolctl node --join` processes on loopback. Same result
 // as the embedded run; a wrong token refused; kill -9 of a node mid-run
-// (ddp re-forms and finishes, edp trains on); clocks skewed by seconds
+// (ddp re-forms and finishes, edp trains on); kill -9 of every node (two
+// fresh ones resume from the state the coordinator kept); clocks skewed by seconds
 // corrected onto the coordinator's timeline within the reported error.
 #include "engine/cluster/coordinator.h"
 #include "engine/memory_tracker.h"
@@ -85,6 +86,7 @@ private Q_SLOTS:
     void processesMatchEmbedded();
     void killNineDdpReforms();
     void killNineEdpTrainsOn();
+    void killNineEveryNodeResumesFromTheKeptState();
     void skewedClocksAreCorrected();
     void breakpointPausesNodeProcesses();
 };
@@ -157,6 +159,42 @@ void TestClusterProcesses::killNineEdpTrainsOn()
     QVERIFY2(sum / count < 1.2, qPrintable(QStringLiteral("mean loss of the last 50 pushes %1, final %2")
                                                .arg(sum / count)
                                                .arg(s.value("final_loss").toDouble())));
+}
+
+// Every node of a 2-node ddp run killed -9 at step N (their in-memory
+// checkpoints die with them, and there is no --checkpoint-dir): two fresh
+// nodes join and the run resumes from the state the coordinator kept, at a
+// step of at least N - 100, and finishes.
+void TestClusterProcesses::killNineEveryNodeResumesFromTheKeptState()
+{
+    Cluster c;
+    QVERIFY(c.start({"--strategy", "ddp", "--nodes", "2", "--steps", "600", "--seed", "3", "--slowdown", "0:3",
+                     "--rejoin-timeout", "60"},
+                    2));
+    c.waitForStep(250);
+    const int killedAt = c.coordinator->lastStep();
+    QVERIFY2(killedAt >= 250 && killedAt < 599, qPrintable(QString::number(killedAt)));
+    for (auto &n : c.nodes)
+        n->killNine();
+    QVERIFY2(c.coordinator->waitFor(QRegularExpression("every node is lost")).hasMatch(),
+             qPrintable(c.coordinator->err()));
+    const QString port = c.coordinator->waitFor(QRegularExpression("listening on port (\\d+)")).captured(1);
+    std::vector<std::unique_ptr<Smolctl>> fresh;
+    for (int i = 0; i < 2; ++i)
+        fresh.push_back(std::make_unique<Smolctl>(QStringList{"node", "--join", "127.0.0.1:" + port, "--token",
+                                                              kToken, "--name", "fresh" + QString::number(i)}));
+    QCOMPARE(c.coordinator->finish(), 0);
+    const QRegularExpressionMatch resumed =
+        QRegularExpression("2 node\\(s\\) resume from step (\\d+)").match(c.coordinator->err());
+    QVERIFY2(resumed.hasMatch(), qPrintable(c.coordinator->err()));
+    const int from = resumed.captured(1).toInt();
+    QVERIFY2(from >= killedAt - 100 && from < 600,
+             qPrintable(QString("resumed at %1, killed at step %2").arg(from).arg(killedAt)));
+    const QJsonObject s = c.coordinator->summary();
+    QCOMPARE(s.value("steps").toInt(), 600);
+    QCOMPARE(s.value("reforms").toDouble(), 1.0);
+    for (auto &n : fresh)
+        QCOMPARE(n->finish(), 0);
 }
 
 void TestClusterProcesses::skewedClocksAreCorrected()

@@ -12,6 +12,8 @@
 #include "net/control_channel.h"
 #include "net/socket_util.h"
 
+#include "coordinator_support.h"
+
 #include <QtTest>
 
 #include <QDir>
@@ -27,80 +29,14 @@
 
 using namespace smol;
 using namespace smol::engine;
+using namespace smol::test;
 
 namespace {
 
 const std::string kToken = "tst-admission-token";
 
-// Resident memory (bytes) and thread count of this process.
-std::int64_t residentBytes()
-{
-    QFile f("/proc/self/status");
-    f.open(QIODevice::ReadOnly);
-    for (const QByteArray &line : f.readAll().split('\n'))
-        if (line.startsWith("VmRSS:"))
-            return line.mid(6).trimmed().split(' ').first().toLongLong() * 1024;
-    return -1;
-}
+// Thread count of this process.
 int threadCount() { return int(QDir("/proc/self/task").entryList(QDir::Dirs | QDir::NoDotAndDotDot).size()); }
-
-// A TCP connection to the coordinator from a chosen loopback address.
-int connectFrom(const char *source, std::uint16_t port)
-{
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in local{};
-    local.sin_family = AF_INET;
-    ::inet_pton(AF_INET, source, &local.sin_addr);
-    if (::bind(fd, reinterpret_cast<sockaddr *>(&local), sizeof local) != 0) {
-        ::close(fd);
-        return -1;
-    }
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_port = htons(port);
-    ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-    if (::connect(fd, reinterpret_cast<sockaddr *>(&to), sizeof to) != 0) {
-        ::close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-CoordinatorOptions options()
-{
-    CoordinatorOptions o;
-    o.bindAddress = "127.0.0.1";
-    o.token = kToken;
-    return o;
-}
-
-class Logs {
-public:
-    std::function<void(const std::string &)> sink()
-    {
-        return [this](const std::string &l) {
-            std::lock_guard lock(m_mutex);
-            m_lines << QString::fromStdString(l);
-        };
-    }
-    QStringList lines()
-    {
-        std::lock_guard lock(m_mutex);
-        return m_lines;
-    }
-
-private:
-    std::mutex m_mutex;
-    QStringList m_lines;
-};
-
-bool printable(const QString &s)
-{
-    for (const QChar ch : s)
-        if (!ch.isPrint())
-            return false;
-    return true;
-}
 
 // Joins a thread when the test returns, also when a check failed early.
 struct Joined {
@@ -116,15 +52,8 @@ struct Joined {
 std::thread startNode(Coordinator &c, int slot, const std::string &name)
 {
     return std::thread([&c, slot, name] {
-        NodeAgentOptions o;
-        o.port = c.port();
-        o.token = kToken;
-        o.name = name;
-        o.bindAddress = "127.0.0.1";
-        o.memorySlot = slot;
-        o.inProcess = true;
         try {
-            runNodeAgent(o, {});
+            runNodeAgent(inProcessNode(c.port(), kToken, name, slot), {});
         } catch (const std::exception &) {
         }
     });
@@ -188,8 +117,8 @@ private Q_SLOTS:
 
     void floodLeavesNothingBehind()
     {
-        Logs logs;
-        Coordinator coord(options());
+        LogLines logs;
+        Coordinator coord(loopbackCoordinator(kToken));
         coord.setLogSink(logs.sink());
         QTest::qWait(300);
         QElapsedTimer flooding;
@@ -247,8 +176,8 @@ private Q_SLOTS:
 
     void helloNamesAreSanitized()
     {
-        Logs logs;
-        Coordinator coord(options());
+        LogLines logs;
+        Coordinator coord(loopbackCoordinator(kToken));
         coord.setLogSink(logs.sink());
         auto evil = net::ControlChannel::connect("127.0.0.1", coord.port(), kToken, std::chrono::seconds(5));
         evil->send(QJsonObject{{"type", "hello"}, {"name", "x\nnode 0 'teacher' joined\x1b[2J"}});
@@ -269,8 +198,8 @@ private Q_SLOTS:
 
     void wrongRankAndConfusedMessagesAreRefused()
     {
-        Logs logs;
-        Coordinator coord(options());
+        LogLines logs;
+        Coordinator coord(loopbackCoordinator(kToken));
         coord.setLogSink(logs.sink());
         std::thread real = startNode(coord, 0, "real");
         QVERIFY(coord.waitForNodes(1, std::chrono::seconds(10)));
@@ -317,8 +246,8 @@ private Q_SLOTS:
 
     void allNodesLostWaitsForNewOnes()
     {
-        Logs logs;
-        Coordinator coord(options());
+        LogLines logs;
+        Coordinator coord(loopbackCoordinator(kToken));
         coord.setLogSink(logs.sink());
         std::vector<std::thread> threads;
         threads.push_back(startNode(coord, 0, "first"));
@@ -358,7 +287,7 @@ private Q_SLOTS:
 
     void allNodesLostGivesUpAfterTheTimeout()
     {
-        Coordinator coord(options());
+        Coordinator coord(loopbackCoordinator(kToken));
         std::thread node = startNode(coord, 0, "only");
         QVERIFY(coord.waitForNodes(1, std::chrono::seconds(10)));
         class KillAt : public TrainObserver {
@@ -380,7 +309,7 @@ private Q_SLOTS:
         } catch (const std::runtime_error &e) {
             error = e.what();
         }
-        QVERIFY2(error.contains("no node joined again within"), qPrintable(error));
+        QVERIFY2(error.contains("no node joined again: waited"), qPrintable(error));
         node.join();
     }
 };

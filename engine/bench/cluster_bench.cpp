@@ -122,6 +122,7 @@ int runClusterBench(const QStringList &args, QTextStream &out, QTextStream &err)
                     ClusterRunOptions ro;
                     ro.nodes = o.nodes;
                     ro.recoveryEvery = 0; // no recovery gathers between steps: the strategy's traffic only
+                    ro.keepEvery = 0;     // nor the coordinator's copies
                     StepClock clock;
                     coordinator.run(c, ro, &clock);
                     rate[{strategy, name}].push_back(clock.samplesPerS(o.globalBatch));

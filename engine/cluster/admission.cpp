@@ -1,4 +1,8 @@
+// Bounded admission, refusals counted per address and reason class, and
+// network text made printable (admission.h).
 #include "admission.h"
+
+#include <cctype>
 
 namespace smol::engine {
 
@@ -35,15 +39,16 @@ int AdmissionGate::inProgress() const
 
 std::string RefusalLog::refuse(const std::string &address, const std::string &reason, Clock::time_point now)
 {
+    constexpr int kMaxReasonChars = 300; // a refusal's particulars, as printed
     std::lock_guard lock(m_mutex);
-    const auto key = std::make_pair(address, reason);
+    const auto key = std::make_pair(address, refusalClass(reason));
     auto it = m_windows.find(key);
     if (it != m_windows.end() && now - it->second.start < m_window) {
         ++it->second.more;
         return {};
     }
     m_windows[key] = Window{now, 0};
-    return "refused a connection from " + address + ": " + reason;
+    return "refused a connection from " + address + ": " + printableText(reason, kMaxReasonChars);
 }
 
 std::vector<std::string> RefusalLog::flush(Clock::time_point now)
@@ -86,6 +91,32 @@ std::string printableText(const std::string &utf8, int maxChars)
     if (longer)
         out += QStringLiteral("...(%1 bytes)").arg(utf8.size());
     return out.toStdString();
+}
+
+std::string refusalClass(const std::string &reason)
+{
+    constexpr std::size_t kMaxClassChars = 120; // the key of a window: short, and bounded
+    const std::string kept = reason.substr(0, reason.find(", got"));
+    auto at = [&](std::size_t i) { return i < kept.size() ? static_cast<unsigned char>(kept[i]) : '\0'; };
+    std::string out;
+    for (std::size_t i = 0; i < kept.size() && out.size() < kMaxClassChars; ++i) {
+        const unsigned char ch = at(i);
+        const bool wordStart = i == 0 || !(std::isalpha(at(i - 1)) || at(i - 1) == '_');
+        if (ch == '\'' && (i == 0 || at(i - 1) == ' ')) {
+            // Quoted text ('...' after a space, not "hello's"): what the peer named.
+            while (i + 1 < kept.size() && !(at(i + 1) == '\'' && !std::isalnum(at(i + 2))))
+                ++i;
+            ++i;
+            out += "'?'";
+        } else if (std::isdigit(ch) && wordStart) {
+            while (std::isalnum(at(i + 1)))
+                ++i; // a number (12, 0x1f): its value is the peer's
+            out += 'N';
+        } else {
+            out += (ch >= 32 && ch < 127) ? char(ch) : '?';
+        }
+    }
+    return out;
 }
 
 } // namespace smol::engine

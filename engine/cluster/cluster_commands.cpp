@@ -51,6 +51,12 @@ Cluster runtime (a coordinator and nodes over authenticated TCP):
                       re-form from after losing a node (default 1: at most
                       the interrupted step is redone; sharded strategies pay
                       an all-gather for it; 0: re-form from the start)
+  --keep-every K      the coordinator keeps the newest full state, sent by
+                      rank 0 every K steps or 10 s, whichever comes first,
+                      to resume from when every node is lost (default 100;
+                      0: keep none)
+  --keep-budget MB    memory for that state (default 256); a larger state is
+                      kept in a temporary directory instead
   --viewers N         stream the run to viewers (`smolctl watch`, a
                       student's smolcluster --watch/--join) on the same
                       port, and wait for N of them (0: none) before training
@@ -62,7 +68,8 @@ Cluster runtime (a coordinator and nodes over authenticated TCP):
   A lost node (killed, crashed, silent) does not end the run: edp trains on
   without it; the lock-step strategies re-form with the survivors (and any
   node that joined meanwhile) from the last step every node completed.
-  When every node is lost the run waits --rejoin-timeout for nodes to join.
+  When every node is lost the run waits --rejoin-timeout for nodes to join
+  and resumes from the state the coordinator kept (edp: its server's).
 )";
 
 namespace {
@@ -110,6 +117,7 @@ bool parseClusterOption(const QStringList &args, int &i, ClusterCliOptions &o, Q
     static const QStringList names{"--listen",       "--token",          "--wait-nodes",     "--advertise",
                                    "--local-nodes",  "--wait-timeout",   "--heartbeat-timeout", "--rejoin-timeout",
                                    "--checkpoint-every", "--checkpoint-dir", "--resume", "--recovery-every",
+                                   "--keep-every", "--keep-budget",
                                    "--viewers", "--watch-token", "--viewer-budget"};
     const QString a = args[i];
     if (!names.contains(a))
@@ -149,6 +157,13 @@ bool parseClusterOption(const QStringList &args, int &i, ClusterCliOptions &o, Q
     } else if (a == "--recovery-every") {
         o.recoveryEvery = v.toLongLong(&ok);
         ok = ok && o.recoveryEvery >= 0;
+    } else if (a == "--keep-every") {
+        o.keepEvery = v.toLongLong(&ok);
+        ok = ok && o.keepEvery >= 0;
+    } else if (a == "--keep-budget") {
+        const std::int64_t mb = v.toLongLong(&ok);
+        ok = ok && mb >= 0 && mb <= (std::int64_t(1) << 20);
+        o.keepBudgetBytes = mb << 20;
     } else if (a == "--checkpoint-dir") {
         ok = !v.isEmpty();
         o.checkpointDir = v;
@@ -206,6 +221,8 @@ ClusterRunOptions runOptionsOf(const TrainConfig &config, const ClusterCliOption
     ro.nodes = config.nodes;
     ro.checkpointEvery = o.checkpointEvery;
     ro.recoveryEvery = o.recoveryEvery;
+    ro.keepEvery = o.keepEvery;
+    ro.keepBudgetBytes = o.keepBudgetBytes;
     ro.rejoinTimeout = o.rejoinTimeout;
     ro.breakpoints = o.breakpoints;
     ro.events = o.events;

@@ -30,6 +30,8 @@ struct ClusterCliOptions {
     std::chrono::milliseconds rejoinTimeout{120000}; // every node lost: wait this long for nodes
     std::int64_t checkpointEvery = 0;
     std::int64_t recoveryEvery = 1;
+    std::int64_t keepEvery = 100;                          // ClusterRunOptions::keepEvery
+    std::int64_t keepBudgetBytes = std::int64_t(256) << 20; // ClusterRunOptions::keepBudgetBytes
     QString checkpointDir;
     QString resumeDir;
     // Viewers (viewer_protocol.h): --viewers N streams the run to viewers

@@ -97,6 +97,15 @@ struct ClusterRunOptions {
     // extra all-gather per K steps on the wire. 0: keep none (a lost node
     // re-forms from the run's starting parameters).
     std::int64_t recoveryEvery = 1;
+    // The coordinator keeps the newest full state (kept_checkpoint.h), sent
+    // by rank 0 every keepEvery steps or keepInterval, whichever comes
+    // first (checked at the nodes' recovery points), so a run whose nodes
+    // are all lost resumes from it: at most about 100 steps or 10 s are
+    // redone. Up to keepBudgetBytes in memory, then in a temporary
+    // directory. keepEvery 0: none kept.
+    std::int64_t keepEvery = 100;
+    std::chrono::milliseconds keepInterval{10000};
+    std::int64_t keepBudgetBytes = std::int64_t(256) << 20;
     int maxReforms = 8;
     // Every node lost: how long to wait for nodes to join again before the
     // run ends (a laptop lid, a Wi-Fi drop); whoever came resumes it.

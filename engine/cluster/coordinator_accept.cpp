@@ -2,8 +2,9 @@
 // handshakes at once (admission.h), each on its own short-lived thread: the
 // token's HMAC handshake, then a hello whose fields are checked, then a
 // welcome and a burst of pings for a first clock estimate. A refusal is a
-// log line (at most one per address and reason per 10 s), never an
-// exception. Does not read a joined node's messages: coordinator_readers.cpp.
+// log line (at most one per address and reason class per 10 s, then a
+// count), never an exception. Does not read a joined node's messages:
+// coordinator_readers.cpp.
 #include "coordinator_private.h"
 #include "viewer_protocol.h"
 
@@ -58,7 +59,7 @@ void Coordinator::Private::reapHandshakes(bool all)
     }
 }
 
-// One log line per address and reason per 10 s (RefusalLog).
+// One log line per address and reason class per 10 s (RefusalLog).
 void Coordinator::Private::refuse(const std::string &from, const std::string &reason)
 {
     const std::string line = refusals.refuse(from, reason, Clock::now());
@@ -91,6 +92,10 @@ void Coordinator::Private::checkHello(const net::ControlMessage &hello)
         throw std::runtime_error("its advertised address is not a host name or IPv4 address");
 }
 
+// A hello is a few hundred bytes; a longer name is cut (kMaxNodeNameChars),
+// not refused, up to this.
+constexpr std::uint32_t kMaxHelloJsonBytes = 4u << 20;
+
 // The handshake and hello; the node's connection when it joined.
 Coordinator::Private::Conn *Coordinator::Private::admit(int fd, const std::string &from)
 {
@@ -108,7 +113,9 @@ Coordinator::Private::Conn *Coordinator::Private::admit(int fd, const std::strin
     }
     net::ControlMessage hello;
     try {
-        // The first message must be hello, within the handshake's time.
+        // The first message must be hello, within the handshake's time, and
+        // without a blob: a token holder's handshake costs at most a few MB.
+        channel->setReceiveLimits(kMaxHelloJsonBytes, 0);
         pollfd p{fd, POLLIN, 0};
         if (::poll(&p, 1, 5000) <= 0)
             throw std::runtime_error("no hello within 5 s");
@@ -120,6 +127,7 @@ Coordinator::Private::Conn *Coordinator::Private::admit(int fd, const std::strin
     }
     if (admitViewer(channel, hello, watchToken, from))
         return nullptr;
+    channel->setReceiveLimits(net::kMaxControlJsonBytes, net::kMaxControlBlobBytes); // a node's checkpoints
     Conn *c = nullptr;
     {
         std::lock_guard lock(mutex);

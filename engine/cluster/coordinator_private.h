@@ -106,6 +106,7 @@ struct Coordinator::Private {
         std::thread reader;
         net::ClockEstimator clock;
         Clock::time_point lastSeen;
+        bool toldOffMalformedTrace = false; // said once per connection (the reader's)
     };
 
     CoordinatorOptions options;
@@ -139,7 +140,7 @@ struct Coordinator::Private {
     net::TraceSink *traceSink = nullptr;
     SessionEventSink *eventSink = nullptr; // the running run's, under mutex
     std::function<void(int, const std::vector<std::string> &)> gatheredSink;
-    int traceEpoch = -1;
+    int traceEpoch = -1; // the epoch begun last: its traces and messages are kept, others dropped
     std::vector<int> epochNodeOfRank; // rank -> node id, current epoch
     int epochCounter = 0;
     // `--backend gloo`: the epoch's rendezvous, answered on the readers' threads.
@@ -180,7 +181,7 @@ struct Coordinator::Private {
     void markLost(Conn &c, const std::string &reason);
 
     // coordinator_trace.cpp
-    void forwardTrace(const net::ControlMessage &m);
+    void forwardTrace(Conn &from, const net::ControlMessage &m);
 
     // coordinator_breakpoints.cpp
     void dispatchToProxy(int node, net::ControlMessage m);

@@ -2,12 +2,30 @@
 // takes its messages: pongs and heartbeats update its clock estimate and
 // liveness, trace batches, rendezvous and breakpoint calls are answered on
 // the spot, log lines are passed on, and everything else becomes an Event
-// for run(). The monitor thread loses a node silent for heartbeatTimeout
-// and pings the others every pingInterval. A lost node is lost once: its
-// channel closed, an Event queued, one log line.
+// for run() when it is about the epoch in progress (anything else is
+// dropped on arrival: nothing would ever take it from the queue). The
+// monitor thread loses a node silent for heartbeatTimeout and pings the
+// others every pingInterval. A lost node is lost once: its channel closed,
+// an Event queued, one log line.
 #include "coordinator_private.h"
 
+#include <algorithm>
+
 namespace smol::engine {
+
+namespace {
+
+// Whether run() could take node `node`'s message: superviseEpoch takes
+// only messages naming the epoch in progress from its members. Queued,
+// anything else would stay until a run began (a node's bogus reports
+// while the coordinator waits for nodes: megabytes nobody frees).
+bool forEpochInProgress(const net::ControlMessage &m, int node, int epoch, const std::vector<int> &members)
+{
+    const QJsonValue e = m.json.value(QStringLiteral("epoch"));
+    return e.isDouble() && e.toInt(-1) == epoch && std::find(members.begin(), members.end(), node) != members.end();
+}
+
+} // namespace
 
 std::int64_t coord::bigInt(const QJsonValue &v)
 {
@@ -36,7 +54,7 @@ void Coordinator::Private::readLoop(Conn *c)
                     continue;
             }
             if (type == "trace") {
-                forwardTrace(m);
+                forwardTrace(*c, m);
                 continue;
             }
             if (type == "store") {
@@ -49,10 +67,12 @@ void Coordinator::Private::readLoop(Conn *c)
             }
             if (type == "log") {
                 log("node " + std::to_string(c->info.id) + " '" + c->info.name + "': " +
-                    printableText(m.json.value(QStringLiteral("text")).toString(), 1000).toStdString());
+                    printableText(m.json.value(QStringLiteral("text")).toString(), kMaxLogLineChars).toStdString());
                 continue;
             }
             std::lock_guard lock(mutex);
+            if (!forEpochInProgress(m, c->info.id, traceEpoch, epochNodeOfRank))
+                continue;
             events.push_back(Event{c->info.id, false, false, {}, std::move(m)});
             changed.notify_all();
         }

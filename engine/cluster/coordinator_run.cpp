@@ -12,7 +12,8 @@
 //                   have, each gets `peers`, every rank's address as that
 //                   member can reach it; each dials the lower ranks (`ready`).
 //   4. train        all ready: `start`. Steps, test losses, checkpoints and
-//                   trace batches flow in until every member is `done`.
+//                   trace batches flow in until every member is `done`;
+//                   the newest checkpoint is kept here (kept_checkpoint.h).
 //   5. supervise    throughout 3 and 4: a lost node (edp: its server), a
 //                   node's failure or the user's stop sends `abort` to
 //                   every member; the epoch ends when each has settled
@@ -21,13 +22,16 @@
 //                   meanwhile start a new epoch (back to 2) from the newest
 //                   checkpoint a survivor holds, at most maxReforms times.
 //                   Every node lost: wait up to rejoinTimeout for nodes to
-//                   join again. A failure that lost no node ends the run.
+//                   join again, and resume from the checkpoint kept here
+//                   (edp too: its server's). A failure that lost no node
+//                   ends the run.
 //   7. finish       every member done: the summary from rank 0's parameters
 //                   and every member's figures.
 #include "coordinator.h"
 #include "coordinator_private.h"
 
 #include "config_json.h"
+#include "kept_checkpoint.h"
 #include "state_blob.h"
 
 #include "engine/checkpoint_file.h"
@@ -63,20 +67,6 @@ std::int64_t paramCountOf(const ModelConfig &model)
     return n;
 }
 
-// A checkpoint's parameters, and Adam's moments when it holds both.
-TrainingState stateFromCheckpoint(const Checkpoint &ck)
-{
-    const std::int64_t n = std::int64_t(ck.params.size());
-    TrainingState s;
-    s.params = floatsFrom(reinterpret_cast<const char *>(ck.params.data()), n);
-    if (ck.optimizerState.size() == 2 * ck.params.size()) {
-        const char *moments = reinterpret_cast<const char *>(ck.optimizerState.data());
-        s.moments.exp = floatsFrom(moments, n);
-        s.moments.expSq = floatsFrom(moments + 4 * n, n);
-    }
-    return s;
-}
-
 std::vector<std::int64_t> intVector(const QJsonValue &v)
 {
     std::vector<std::int64_t> out;
@@ -92,7 +82,8 @@ class Coordinator::Run {
 public:
     Run(Private &d, const TrainConfig &config, const ClusterRunOptions &options, TrainObserver *observer)
         : d(d), m_options(options), m_config(config), m_observer(observer), m_kind(makeStrategy(config.strategy, config.mesh)),
-          m_async(m_kind->isAsynchronous()), m_ctl(options.breakpoints), m_events(options.events)
+          m_async(m_kind->isAsynchronous()), m_ctl(options.breakpoints), m_events(options.events),
+          m_kept(options.keepBudgetBytes, [&d](const std::string &line) { d.log(line); })
     {
         m_config.model.seed = m_config.seed;
     }
@@ -244,6 +235,8 @@ private:
                                {"first_step", double(m_startStep)},
                                {"checkpoint_every", double(m_options.checkpointEvery)},
                                {"recovery_every", double(m_options.recoveryEvery)},
+                               {"keep_every", double(m_options.keepEvery)},
+                               {"keep_ms", double(m_options.keepInterval.count())},
                                {"breakpoints", m_ctl != nullptr},
                                {"record", m_events != nullptr},
                                {"moments", m_start.moments.defined()},
@@ -301,7 +294,7 @@ private:
         else if (type == "test_loss")
             onTestLoss(m);
         else if (type == "checkpoint")
-            onCheckpoint(m);
+            onCheckpoint(r, m);
         else if (type == "done")
             onDone(r, m);
         else if (type == "failed")
@@ -400,21 +393,31 @@ private:
             m_observer->onTestLoss(k, loss);
     }
 
-    void onCheckpoint(const net::ControlMessage &m)
+    // Rank 0's full state: kept here (the newest), and written to
+    // --checkpoint-dir when the message says it is that checkpoint's turn
+    // (a node of an older build says nothing: every one is).
+    void onCheckpoint(int r, const net::ControlMessage &m)
     {
-        const bool moments = m.json.value(QStringLiteral("moments")).toBool();
-        if (m_options.checkpointDir.isEmpty() || m.blob.size() != m_paramCount * 4 * (moments ? 3 : 1))
+        if (r != 0)
             return;
-        Checkpoint ck;
-        ck.stepsDone = std::int64_t(m.json.value(QStringLiteral("steps_done")).toDouble());
-        ck.configJson = m_configText.toStdString();
-        const float *floats = reinterpret_cast<const float *>(m.blob.constData());
-        ck.params.assign(floats, floats + m_paramCount);
-        if (moments)
-            ck.optimizerState.assign(floats + m_paramCount, floats + 3 * m_paramCount);
+        const bool moments = m.json.value(QStringLiteral("moments")).toBool();
+        const std::int64_t steps = std::int64_t(m.json.value(QStringLiteral("steps_done")).toDouble(-1));
+        if (steps < 0 || steps > m_config.steps)
+            return;
         try {
-            writeCheckpoint(m_options.checkpointDir, ck);
-            d.log("checkpoint at step " + std::to_string(ck.stepsDone) + " written to " +
+            m_kept.keep(steps, moments, m.blob, m_paramCount, m_configText.toStdString());
+        } catch (const std::exception &e) {
+            if (!m_keepRefused)
+                d.log(std::string("checkpoint not kept: ") + e.what());
+            m_keepRefused = true;
+            return;
+        }
+        if (m_options.checkpointDir.isEmpty() || !m.json.value(QStringLiteral("disk")).toBool(true))
+            return;
+        try {
+            writeCheckpoint(m_options.checkpointDir,
+                            checkpointOfBlob(steps, m_configText.toStdString(), m.blob, m_paramCount, moments));
+            d.log("checkpoint at step " + std::to_string(steps) + " written to " +
                   checkpointPath(m_options.checkpointDir).toStdString());
         } catch (const std::exception &e) {
             d.log(std::string("checkpoint not written: ") + e.what());
@@ -522,14 +525,16 @@ private:
     }
 
     // 6. Re-form after a loss: survivors plus nodes that joined meanwhile,
-    // from the newest checkpoint a survivor holds; every node lost: wait.
+    // from the newest checkpoint a survivor holds or this coordinator kept;
+    // every node lost: wait.
     void planReform()
     {
         Epoch &e = m_epoch;
         if (std::none_of(e.lost.begin(), e.lost.end(), [](bool b) { return b; }))
             throw std::runtime_error(e.firstError.empty() ? "the run was aborted" : e.firstError);
-        if (m_async)
-            throw std::runtime_error(e.firstError + " (" + m_config.strategy + " cannot re-form without its server)");
+        if (m_async && m_kept.steps() < 0)
+            throw std::runtime_error(e.firstError + " (" + m_config.strategy +
+                                     " cannot re-form without its server, and no checkpoint of it was kept yet)");
         if (++m_reforms > m_options.maxReforms)
             throw std::runtime_error(e.firstError + " (gave up after " + std::to_string(m_options.maxReforms) +
                                      " re-formations)");
@@ -538,10 +543,9 @@ private:
             m_start = e.bestCkpt;
         }
         std::vector<int> next = reformMembers();
-        if (next.empty()) {
+        if (next.empty())
             next = waitForRejoin(e.firstError);
-            newerDiskCheckpoint(); // the in-memory ones went with the nodes
-        }
+        newerKeptCheckpoint(); // every node lost: the nodes' own copies went with them
         d.log("re-forming (attempt " + std::to_string(m_reforms) + " of " + std::to_string(m_options.maxReforms) +
               "): " + e.firstError + "; " + std::to_string(next.size()) + " node(s) resume from step " +
               std::to_string(m_startStep));
@@ -558,58 +562,71 @@ private:
             if (!m_epoch.lost[std::size_t(q)] &&
                 d.conn(m_members[std::size_t(q)]).info.state != ClusterNode::State::Lost)
                 next.push_back(m_members[std::size_t(q)]);
-        for (const auto &c : d.conns)
-            if (c->info.state == ClusterNode::State::Idle &&
-                std::find(m_members.begin(), m_members.end(), c->info.id) == m_members.end())
-                next.push_back(c->info.id); // joined during the epoch
+        for (int id : candidates())
+            next.push_back(id); // joined during the epoch
         return next;
     }
 
     // Every node lost (a lid closed, the Wi-Fi gone): wait for nodes to join
-    // again, then take whoever came within a short settle time.
+    // again, then take whoever came within a short settle time. Each such
+    // episode waits the whole rejoinTimeout from its own start.
     std::vector<int> waitForRejoin(const std::string &why)
     {
         const auto timeout = m_options.rejoinTimeout;
-        d.log("every node is lost (" + why + "); waiting up to " + std::to_string(timeout.count() / 1000) +
-              " s for nodes to join, to resume from step " + std::to_string(m_startStep));
+        const std::int64_t resumeAt = std::max(m_startStep, m_kept.steps());
+        d.log("every node is lost (" + why + "); waiting up to " +
+              QString::number(double(timeout.count()) / 1000.0).toStdString() + " s for nodes to join, to resume from step " + std::to_string(resumeAt));
         if (m_observer)
             m_observer->onWaitingForNodes(timeout.count() / 1000.0);
-        auto idleCount = [&] {
-            return std::count_if(d.conns.begin(), d.conns.end(),
-                                 [](const auto &c) { return c->info.state == ClusterNode::State::Idle; });
-        };
-        const auto giveUp = Clock::now() + timeout;
-        {
-            std::unique_lock lock(d.mutex);
-            d.changed.wait_until(lock, giveUp, [&] { return idleCount() > 0 || hasStop(); });
+        const auto began = Clock::now();
+        const auto giveUp = began + timeout;
+        std::vector<int> next;
+        while (next.empty() && Clock::now() < giveUp) {
+            {
+                std::unique_lock lock(d.mutex);
+                d.changed.wait_until(lock, giveUp, [&] { return hasStop() || !candidates().empty(); });
+                if (!hasStop() && !candidates().empty()) // others may be a moment behind the first
+                    d.changed.wait_until(lock, std::min(giveUp, Clock::now() + kRejoinSettle),
+                                         [&] { return hasStop(); });
+                if (hasStop())
+                    throw std::runtime_error("stopped by the user");
+            }
+            next = reformMembers(); // empty again when the one that came is gone already
         }
-        if (!hasStop() && idleCount() > 0) { // others may be a moment behind the first
-            std::unique_lock lock(d.mutex);
-            d.changed.wait_until(lock, std::min(giveUp, Clock::now() + kRejoinSettle), [&] { return hasStop(); });
-        }
-        if (hasStop())
-            throw std::runtime_error("stopped by the user");
-        std::vector<int> next = reformMembers();
+        const double waited = std::chrono::duration<double>(Clock::now() - began).count();
+        const std::string seconds = QString::number(waited, 'f', 1).toStdString();
         if (next.empty())
-            throw std::runtime_error(why + " (no node joined again within " + std::to_string(timeout.count() / 1000) +
-                                     " s)");
+            throw std::runtime_error(why + " (no node joined again: waited " + seconds + " s of --rejoin-timeout " +
+                                     QString::number(double(timeout.count()) / 1000.0).toStdString() + " s)");
+        d.log(std::to_string(next.size()) + " node(s) joined after " + seconds + " s of waiting");
         return next;
     }
 
-    // With --checkpoint-every: the checkpoint on disk, when it is newer than
-    // where the run would resume.
-    void newerDiskCheckpoint()
+    // Idle nodes outside the last epoch: who would re-form now. Under d.mutex.
+    std::vector<int> candidates() const
     {
-        if (m_options.checkpointDir.isEmpty())
+        std::vector<int> out;
+        for (const auto &c : d.conns)
+            if (c->info.state == ClusterNode::State::Idle &&
+                std::find(m_members.begin(), m_members.end(), c->info.id) == m_members.end())
+                out.push_back(c->info.id);
+        return out;
+    }
+
+    // The checkpoint kept here, when it is newer than where the run would
+    // resume.
+    void newerKeptCheckpoint()
+    {
+        if (m_kept.steps() <= m_startStep && !(m_async && m_kept.steps() >= 0))
             return;
         try {
-            const Checkpoint ck = readCheckpoint(m_options.checkpointDir);
-            if (ck.stepsDone <= m_startStep || std::int64_t(ck.params.size()) != m_paramCount)
+            TrainingState kept = m_kept.state();
+            if (kept.params.numel() != m_paramCount)
                 return;
-            m_startStep = ck.stepsDone;
-            m_start = stateFromCheckpoint(ck);
+            m_startStep = m_kept.steps();
+            m_start = std::move(kept);
         } catch (const std::exception &e) {
-            d.log(std::string("no checkpoint to resume from on disk: ") + e.what());
+            d.log(std::string("the kept checkpoint is unusable: ") + e.what());
         }
     }
 
@@ -730,6 +747,8 @@ private:
     int m_reforms = 0;
     std::set<int> m_lostEver;
     std::set<std::pair<int, int>> m_refusedRank; // (epoch, node) already told off
+    KeptCheckpoint m_kept;     // the newest full state rank 0 sent
+    bool m_keepRefused = false; // said once
     Epoch m_epoch;
 };
 
@@ -757,6 +776,7 @@ TrainSummary Coordinator::runStreamed(const TrainConfig &config, const ClusterRu
             std::lock_guard lock(p.mutex);
             p.breakpoints = nullptr;
             p.eventSink = nullptr;
+            p.traceEpoch = -1; // between runs no node's message is queued (coordinator_readers.cpp)
         }
     } proxyGuard{*d, options.breakpoints};
     std::unique_ptr<TrainObserver> metricEmitter;

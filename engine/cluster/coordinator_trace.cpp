@@ -59,13 +59,15 @@ std::optional<MemorySample> memorySampleFromRow(const QJsonArray &a, int rank, s
 
 } // namespace
 
-void Coordinator::Private::forwardTrace(const net::ControlMessage &m)
+void Coordinator::Private::forwardTrace(Conn &from, const net::ControlMessage &m)
 {
     std::vector<net::FrameEvent> batch;
     try {
         batch = unpackEvents(m.blob);
     } catch (const std::exception &e) {
-        log(std::string("dropped a malformed trace batch: ") + e.what());
+        if (!std::exchange(from.toldOffMalformedTrace, true)) // a node that sends one may send thousands
+            log("node " + std::to_string(from.info.id) + ": dropped a malformed trace batch (and any more from it): " +
+                e.what());
         return;
     }
     std::lock_guard lock(mutex);

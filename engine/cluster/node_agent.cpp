@@ -15,6 +15,8 @@
 
 #include <QHostInfo>
 
+#include <algorithm>
+
 #include <unistd.h>
 
 namespace smol::engine {
@@ -207,6 +209,9 @@ void Agent::startEpoch(const net::ControlMessage &m)
     a.firstStep = std::int64_t(m.json.value(QStringLiteral("first_step")).toDouble());
     a.diskEvery = std::int64_t(m.json.value(QStringLiteral("checkpoint_every")).toDouble());
     a.recoveryEvery = std::int64_t(m.json.value(QStringLiteral("recovery_every")).toDouble(1));
+    a.keepEvery = std::max<std::int64_t>(0, std::int64_t(m.json.value(QStringLiteral("keep_every")).toDouble()));
+    a.keepInterval = std::chrono::milliseconds(
+        std::clamp<std::int64_t>(std::int64_t(m.json.value(QStringLiteral("keep_ms")).toDouble(10000)), 0, 86400000));
     a.remoteBreakpoints = m.json.value(QStringLiteral("breakpoints")).toBool();
     a.record = m.json.value(QStringLiteral("record")).toBool();
     a.glooBind = m.json.value(QStringLiteral("gloo_bind")).toString().toStdString();

@@ -41,6 +41,10 @@ struct Assignment {
     std::int64_t firstStep = 0;
     std::int64_t diskEvery = 0;     // rank 0 sends a checkpoint every K steps
     std::int64_t recoveryEvery = 1; // keep the full parameters every K steps
+    // Rank 0 sends the coordinator its full state every keepEvery steps or
+    // keepInterval, whichever comes first (0: never; kept_checkpoint.h).
+    std::int64_t keepEvery = 0;
+    std::chrono::milliseconds keepInterval{10000};
     bool remoteBreakpoints = false; // ask the coordinator at every collective
     bool record = false;            // send collective and pause spans
     std::string glooBind;           // --backend gloo: where this node's Gloo device binds
@@ -57,6 +61,8 @@ struct Epoch {
     TelemetryBuffer telemetry;
     TrainingState ckpt; // the newest full parameters, sent up when the epoch fails
     std::int64_t ckptSteps = 0;
+    std::int64_t keptSteps = 0;                   // the state last sent to the coordinator to keep
+    std::chrono::steady_clock::time_point keptAt; // and when
     QJsonObject outcome; // done or failed
     QByteArray outcomeBlob;
 };

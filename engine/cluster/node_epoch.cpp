@@ -18,7 +18,8 @@
 //                  in-process node); each step goes up as `step`, held-out
 //                  losses as `test_loss`, and every K steps the full
 //                  parameters are kept in memory (to re-form from) and rank
-//                  0 sends `checkpoint` for the disk.
+//                  0 sends `checkpoint` for the coordinator to keep (every
+//                  100 steps or 10 s) and for the disk.
 //   6. report      `done` with the node's figures (rank 0: its final
 //                  parameters), or `failed` with the error and the newest
 //                  in-memory checkpoint. An abort from the coordinator, a
@@ -48,6 +49,8 @@ void Agent::epochMain(Assignment a)
     e.a = std::move(a);
     e.ckpt = e.a.initial;
     e.ckptSteps = e.a.firstStep;
+    e.keptSteps = e.a.firstStep;
+    e.keptAt = std::chrono::steady_clock::now();
     try {
         EpochTraining t; // gone before the report, as the collectives' peers expect
         setUpEpoch(e, t);
@@ -222,13 +225,18 @@ NodeRun Agent::nodeRunOf(Epoch &e, EpochTraining &t)
     run.initialMoments = a.initial.moments;
     // The in-memory checkpoint the cluster re-forms from when a node is
     // lost (every step: at most the interrupted step is redone), and the
-    // disk checkpoints, which rank 0 sends from the same gather.
+    // coordinator's and the disk's checkpoints, which rank 0 sends from the
+    // same gather. An asynchronous strategy's server (rank 0) copies its
+    // own parameters, no gather: every step, to send when one is due.
     const bool lockStep = !makeStrategy(t.config.strategy, t.config.mesh)->isAsynchronous();
     std::int64_t every = 0;
     if (lockStep && a.world > 1 && a.recoveryEvery > 0)
         every = a.recoveryEvery;
-    if (a.diskEvery > 0)
-        every = every > 0 ? std::gcd(every, a.diskEvery) : a.diskEvery;
+    for (std::int64_t k : {a.diskEvery, a.keepEvery})
+        if (k > 0)
+            every = std::gcd(every, k);
+    if (!lockStep)
+        every = a.rank == 0 && a.keepEvery > 0 ? 1 : 0;
     run.checkpointEvery = every;
     run.onStep = [this, &e, &t](std::int64_t k, double loss, const StepMemory &mem) {
         const std::uint64_t sentNow = e.telemetry.bytesSent();
@@ -257,11 +265,11 @@ NodeRun Agent::nodeRunOf(Epoch &e, EpochTraining &t)
                                     {"memory", memoryToJson(mem.atEnd)},
                                     {"peak", memoryToJson(mem.peak)}});
     };
-    run.onCheckpoint = [this, &e, &t](std::int64_t stepsDone, const torch::Tensor &params,
-                                      const OptimizerMoments &moments) {
+    run.onCheckpoint = [this, &e, &t, lockStep](std::int64_t stepsDone, const torch::Tensor &params,
+                                                const OptimizerMoments &moments) {
         t.bytesMark = e.telemetry.bytesSent();
         t.bytesMarkByGroup = e.telemetry.bytesSentByGroup();
-        if (e.a.recoveryEvery > 0 && stepsDone % e.a.recoveryEvery == 0) {
+        if (lockStep && e.a.recoveryEvery > 0 && stepsDone % e.a.recoveryEvery == 0) {
             memory::NodeScope uncharged(-1); // the runtime's copy, not the training's memory
             e.ckpt.params = params.clone();
             // (a bf16 run's master weights are `params`: no copy of them here)
@@ -270,12 +278,23 @@ NodeRun Agent::nodeRunOf(Epoch &e, EpochTraining &t)
                                  : OptimizerMoments{};
             e.ckptSteps = stepsDone;
         }
-        if (e.a.diskEvery > 0 && e.a.rank == 0 && stepsDone % e.a.diskEvery == 0)
-            m_channel->send(QJsonObject{{"type", "checkpoint"},
-                                        {"epoch", e.a.epoch},
-                                        {"steps_done", double(stepsDone)},
-                                        {"moments", moments.defined()}},
-                            packState({params, moments}));
+        if (e.a.rank != 0)
+            return;
+        const bool disk = e.a.diskEvery > 0 && stepsDone % e.a.diskEvery == 0;
+        const auto now = std::chrono::steady_clock::now();
+        const bool keep = e.a.keepEvery > 0 &&
+                          (stepsDone - e.keptSteps >= e.a.keepEvery || now - e.keptAt >= e.a.keepInterval);
+        if (!disk && !keep)
+            return;
+        e.keptSteps = stepsDone;
+        e.keptAt = now;
+        m_channel->send(QJsonObject{{"type", "checkpoint"},
+                                    {"epoch", e.a.epoch},
+                                    {"rank", e.a.rank},
+                                    {"steps_done", double(stepsDone)},
+                                    {"moments", moments.defined()},
+                                    {"disk", disk}},
+                        packState({params, moments}));
     };
     return run;
 }

@@ -32,7 +32,10 @@
 // a worker whose connection is lost (its process killed, its machine gone)
 // is forgotten the same way, and its push in flight with it; a worker that
 // joins late starts with a pull, so it computes on the current weights. After `steps` updates the server answers every request with
-// "stop"; pushes still in flight are discarded.
+// "stop"; pushes still in flight are discarded. The server's parameters go
+// to the coordinator every 100 updates or 10 s (kept_checkpoint.h): when the
+// server is lost, the cluster re-forms from them, the server's version
+// counting on from the checkpoint's (NodeContext::firstStep).
 //
 // Holds: server: parameters, optimizer state, and per worker one gradient
 // buffer and one parameter snapshot for its pulls (4P each); workers:
@@ -121,6 +124,10 @@ public:
             throw std::invalid_argument("edp: --steps must be at least 1");
         m_ctx = ctx;
         m_flat = std::make_unique<FlatParams>(ctx.model->namedParameters());
+        if (ctx.firstStep < 0 || ctx.firstStep >= ctx.steps)
+            throw std::invalid_argument("edp: cannot resume at update " + std::to_string(ctx.firstStep) + " of " +
+                                        std::to_string(ctx.steps));
+        m_version = ctx.firstStep; // a resumed server counts on from its checkpoint
         if (!isServer()) {
             m_flat->attachGrads();
             return;
