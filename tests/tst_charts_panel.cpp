@@ -1,5 +1,6 @@
 // ChartsPanel and the MetricsModel behind it: rows and node columns as steps
-// arrive, raw values for sorting, decimation of long runs, axes that contain
+// arrive, raw values for sorting, the table's row budget, decimation of
+// long runs (min/max per bucket: spikes survive), axes that contain
 // the data (and never collapse), NaN losses left out, and a picture that is
 // not blank; readable in a third of a projector (no elided tick, title or
 // axis label; every legend entry named, "+N more" past two lines).
@@ -22,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 using smol::widgets::ChartsPanel;
 using smol::widgets::MetricsModel;
@@ -208,6 +210,56 @@ private Q_SLOTS:
         verifyAxesContain(panel.bytesChart());
         QVERIFY(axis(panel.lossChart(), Qt::Horizontal)->max() >= steps - 1);
         QCOMPARE(axis(panel.bytesChart(), Qt::Vertical)->titleText(), QStringLiteral("MB/s"));
+    }
+
+    // The metrics table's budget: fed twice its rows and more, it keeps at
+    // most kMaxRows, the newest step last, the oldest ones gone.
+    void metricsModelKeepsItsBudget()
+    {
+        MetricsModel model;
+        const std::int64_t fed = 2 * std::int64_t(MetricsModel::kMaxRows) + 7;
+        std::size_t maxRows = 0;
+        for (std::int64_t s = 0; s < fed; ++s) {
+            model.addStep(point(s, loss(int(s % 10000)), 2));
+            maxRows = std::max(maxRows, std::size_t(model.rowCount()));
+        }
+        QVERIFY2(maxRows <= MetricsModel::kMaxRows, qPrintable(QString::number(maxRows)));
+        QVERIFY(std::size_t(model.rowCount()) > MetricsModel::kMaxRows - MetricsModel::kDropRows);
+        const auto stepAt = [&](int row) {
+            return model.data(model.index(row, MetricsModel::Step), MetricsModel::SortRole).toLongLong();
+        };
+        QCOMPARE(stepAt(model.rowCount() - 1), fed - 1); // the newest kept
+        QCOMPARE(stepAt(0), fed - model.rowCount());     // the oldest dropped, in order
+        QCOMPARE(model.droppedRows() + std::size_t(model.rowCount()), std::size_t(fed));
+        model.clear();
+        QCOMPARE(model.droppedRows(), std::size_t(0));
+    }
+
+    // A line halved many times still spans the run and keeps its extremes
+    // (a spike early on, a dip later): min/max per bucket, not every other point.
+    void decimationKeepsTheExtremes()
+    {
+        ChartsPanel panel;
+        const int steps = 200'000;
+        const int spikeAt = 1235, dipAt = 150'001;
+        QVector<StepPoint> batch;
+        for (int s = 0; s < steps; ++s) {
+            batch.append(point(s, s == spikeAt ? 50.0 : s == dipAt ? 0.01 : 1.0 + 0.001 * (s % 3), 1));
+            if (batch.size() == 5000)
+                panel.addSteps(std::exchange(batch, {}));
+        }
+        panel.addSteps(batch);
+        const QList<QPointF> line = panel.trainLossSeries()->points();
+        QVERIFY2(line.size() <= ChartsPanel::kMaxPoints, qPrintable(QString::number(line.size())));
+        QVERIFY(line.size() >= ChartsPanel::kMaxPoints / 2);
+        QCOMPARE(line.first().x(), 0.0);
+        QCOMPARE(line.last().x(), double(steps - 1));
+        const auto byY = [](const QPointF &a, const QPointF &b) { return a.y() < b.y(); };
+        QCOMPARE(std::max_element(line.begin(), line.end(), byY)->x(), double(spikeAt));
+        QCOMPARE(std::min_element(line.begin(), line.end(), byY)->x(), double(dipAt));
+        QVERIFY(std::is_sorted(line.begin(), line.end(), [](const QPointF &a, const QPointF &b) {
+            return a.x() < b.x();
+        }));
     }
 
     void nanLossesAreSkipped()

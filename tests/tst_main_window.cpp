@@ -20,6 +20,7 @@
 // token that the next start listens with (the same join command), and 64
 // local nodes fit the cluster view of a 1024x768 projector window, apart and
 // in rank order, idle and after a run.
+// The Log tab keeps to its budget (kMaxLogLines), the newest lines kept.
 #include "app/window/gui_options.h"
 #include "app/window/mainwindow.h"
 #include "app/replay/replay_controller.h"
@@ -46,10 +47,13 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QPlainTextEdit>
 #include <QPushButton>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTemporaryDir>
+#include <QTextBlock>
+#include <QTextDocument>
 #include <QToolBar>
 
 using namespace smol;
@@ -66,6 +70,7 @@ private Q_SLOTS:
     void commandLineIsChecked();
     void remoteNodesDialogRemembers();
     void sixtyFourNodesFitAProjector();
+    void logKeepsItsBudget();
 };
 
 namespace {
@@ -578,6 +583,21 @@ void TestMainWindow::oneStepNumberAtAPause()
         QVERIFY2(replayBarPosition(window).endsWith(QStringLiteral(", ") + step), qPrintable(replayBarPosition(window)));
     }
     window.closeReplay();
+}
+
+// The Log tab's budget: fed twice its lines and more through the feed, it
+// keeps at most MainWindow::kMaxLogLines, the newest last, the oldest gone.
+void TestMainWindow::logKeepsItsBudget()
+{
+    EngineController engine(0);
+    MainWindow window(&engine);
+    const int fed = 2 * MainWindow::kMaxLogLines + 3;
+    for (int i = 0; i < fed; ++i)
+        Q_EMIT engine.logLine(QStringLiteral("line %1").arg(i));
+    const QTextDocument *log = window.logView()->document();
+    QVERIFY2(log->blockCount() <= MainWindow::kMaxLogLines, qPrintable(QString::number(log->blockCount())));
+    QCOMPARE(log->lastBlock().text(), QStringLiteral("line %1").arg(fed - 1));
+    QCOMPARE(log->firstBlock().text(), QStringLiteral("line %1").arg(fed - log->blockCount()));
 }
 
 QTEST_MAIN(TestMainWindow)

@@ -107,14 +107,28 @@ QLabel *wrappingLabel(QWidget *parent)
     return label;
 }
 
-// Keeps every other point, always the newest: halves a line that grew past
-// kMaxPoints so painting stays cheap; the MetricsModel keeps every step.
-// Every other point, always keeping the newest.
+// Halves a line that grew past kMaxPoints, so painting stays cheap and its
+// memory bounded while it still spans the whole run: the first and the
+// newest points stay; between them each bucket of 4 points becomes its
+// lowest and its highest, in step order (a spike or a dip survives any
+// number of halvings; the old part ends up at a coarser resolution than the
+// new). A bucket of fewer than 4 at the end stays as it is.
 QList<QPointF> decimated(const QList<QPointF> &points)
 {
+    if (points.size() < 6)
+        return points;
     QList<QPointF> kept;
-    kept.reserve(points.size() / 2 + 1);
-    for (qsizetype i = (points.size() - 1) % 2; i < points.size(); i += 2)
+    kept.reserve(points.size() / 2 + 2);
+    kept.append(points.first());
+    const qsizetype last = points.size() - 1;
+    qsizetype i = 1;
+    for (; i + 4 <= last; i += 4) {
+        const auto lessY = [](const QPointF &a, const QPointF &b) { return a.y() < b.y(); };
+        const auto [lo, hi] = std::minmax_element(points.begin() + i, points.begin() + i + 4, lessY);
+        kept.append(lo < hi ? *lo : *hi);
+        kept.append(lo < hi ? *hi : *lo);
+    }
+    for (; i <= last; ++i)
         kept.append(points[i]);
     return kept;
 }

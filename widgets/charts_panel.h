@@ -4,8 +4,9 @@
 // rank's colour; above kMaxRankLines ranks, three lines instead: the most,
 // the mean and the least any node sent at each step, so a class's 64 nodes
 // make a readable chart with a legend of three). The figures come from the
-// engine bridge as StepPoints; the panel plots them as given and keeps every
-// one of them in a MetricsModel (metricsModel(), for a table or a CSV export).
+// engine bridge as StepPoints; the panel plots them as given and keeps the
+// newest MetricsModel::kMaxRows of them in a MetricsModel (metricsModel(),
+// for a table or a CSV export).
 //
 // Readable in a third of a 1024 px projector (issue 25): each chart's title
 // (with its unit: "Sent per node, MB/s") and legend are word-wrapped labels
@@ -21,10 +22,12 @@
 // Charts recomputes a line's whole geometry on every append, so many steps
 // at once (a replay rebuilding its charts after a seek) go through
 // addSteps(): one append per line for all of them. Coalescing updates to
-// <= 30 Hz is the caller's job. To keep painting cheap
-// over long runs a line holds at most kMaxPoints points: when it exceeds
-// that, every other point is dropped (decimation), so old steps are drawn at
-// half the resolution of new ones; the MetricsModel keeps them all.
+// <= 30 Hz is the caller's job. To keep painting cheap and memory bounded
+// over long runs (a 90-minute class is ~1M steps) a line holds at most
+// kMaxPoints points, the budget: when it exceeds that, it is halved, each
+// bucket of 4 points becoming its lowest and highest (the first and newest
+// points kept), so the line still spans the whole run with its spikes, the
+// old steps at a coarser resolution than the new.
 #pragma once
 
 #include "widgets/cluster_state.h"

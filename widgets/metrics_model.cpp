@@ -35,6 +35,13 @@ void MetricsModel::addStep(const StepPoint &point)
         m_nodeColumns = nodes;
         endInsertColumns();
     }
+    if (m_points.size() >= kMaxRows) { // the budget: the oldest chunk goes first
+        const std::size_t drop = m_points.size() - kMaxRows + kDropRows;
+        beginRemoveRows({}, 0, int(drop) - 1);
+        m_points.erase(m_points.begin(), m_points.begin() + std::ptrdiff_t(drop));
+        m_droppedRows += drop;
+        endRemoveRows();
+    }
     const int row = int(m_points.size());
     beginInsertRows({}, row, row);
     m_points.push_back(point);
@@ -45,6 +52,7 @@ void MetricsModel::clear()
 {
     beginResetModel();
     m_points.clear();
+    m_droppedRows = 0;
     m_nodeColumns = 0;
     endResetModel();
 }

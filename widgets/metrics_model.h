@@ -1,16 +1,19 @@
 // The training figures of a run as a table: one row per completed step
 // (StepPoint from the engine bridge), columns step, seconds since the start,
 // loss, samples/s, then one "node N B/s" column per rank for the bytes each
-// node sent per second. It keeps every step at full resolution (the charts
-// draw a decimated copy) so a table view or a CSV export sees all of them.
-// It displays what it is given; it measures nothing.
+// node sent per second. It keeps the newest kMaxRows steps at full
+// resolution (the charts draw a decimated copy of the whole run) for a
+// table view or a CSV export; past that budget the oldest rows go first, a
+// chunk at a time (a recording keeps every step). It displays what it is
+// given; it measures nothing.
 #pragma once
 
 #include "widgets/cluster_state.h"
 
 #include <QAbstractTableModel>
 
-#include <vector>
+#include <cstddef>
+#include <deque>
 
 namespace smol::widgets {
 
@@ -24,6 +27,13 @@ public:
     // loss or a node the step did not report) for sorting, tests and export.
     static constexpr int SortRole = Qt::UserRole;
 
+    // The budget: the rows kept (about 120 B each with 4 nodes, 2.4 MB in
+    // all; the last 2 to 4 minutes of a 4-node ddp mlp run, whose whole
+    // shape the charts keep). Over it, the oldest kDropRows go at once, so
+    // the rows stay in [kMaxRows - kDropRows + 1, kMaxRows] and a drop is rare.
+    static constexpr std::size_t kMaxRows = 20'000;
+    static constexpr std::size_t kDropRows = kMaxRows / 16;
+
     explicit MetricsModel(QObject *parent = nullptr);
 
     // Appends one row; a step reporting more nodes than seen so far adds
@@ -31,7 +41,9 @@ public:
     void addStep(const StepPoint &point);
     void clear();
 
-    const std::vector<StepPoint> &points() const { return m_points; }
+    const std::deque<StepPoint> &points() const { return m_points; }
+    // Rows the budget dropped since clear().
+    std::size_t droppedRows() const { return m_droppedRows; }
     int nodeColumnCount() const { return m_nodeColumns; }
 
     int rowCount(const QModelIndex &parent = {}) const override;
@@ -42,7 +54,8 @@ public:
 private:
     QVariant value(const StepPoint &point, int column) const;
 
-    std::vector<StepPoint> m_points;
+    std::deque<StepPoint> m_points;
+    std::size_t m_droppedRows = 0;
     int m_nodeColumns = 0;
 };
 

@@ -1,7 +1,7 @@
 // smolctl: the headless command line. Wiring only: parse the command, hand
 // the rest of the arguments to the engine, return its exit code.
 //
-// Commands: train, node, watch, plan, info, export, lesson, bench allreduce|train|session|timeline.
+// Commands: train, node, watch, plan, info, export, lesson, bench allreduce|train|session|cluster|watch|timeline|soak.
 #include "engine/bench/allreduce_bench.h"
 #include "engine/bench/cluster_bench.h"
 #include "engine/cluster/cluster_commands.h"
@@ -14,9 +14,11 @@
 #include "engine/plan/plan_command.h"
 #include "engine/train_command.h"
 #include "app/lessons/lesson_check.h"
+#include "soak_bench.h"
 #include "timeline_bench.h"
 
 #include <QCoreApplication>
+#include <QApplication>
 #include <QGuiApplication>
 #include <QStringList>
 #include <QTextStream>
@@ -63,6 +65,8 @@ Commands:
                     to and with none, the ratio, and one viewer's bytes/s
   bench timeline    paint the GUI's timeline offscreen (1920x1080) over 1M
                     packets: worst frame at every zoom, memory of the events
+  bench soak        a live 4-node ddp run fed to the whole window offscreen
+                    for M minutes: resident memory each minute, its slope
 
 Options:
   -h, --help        show this help
@@ -75,6 +79,7 @@ const char kBenchUsage[] = R"(Usage: smolctl bench allreduce [OPTIONS]
        smolctl bench cluster [--nodes N] [--steps K] [--global-batch B] [--rounds R]
        smolctl bench watch [--viewers N] [--steps K] [--rounds R] [--nodes N]
        smolctl bench timeline [--packets N] [--nodes K] [--frames F] [--recording FILE]
+       smolctl bench soak [--minutes M] [--nodes N] [--strategy S] [--timeline-budget MIB]
 
 bench train: mlp on Fashion-MNIST, one LibTorch thread per node, measured
 side by side: samples/s of single vs ddp on 2 nodes (TCP loopback) and their
@@ -135,6 +140,8 @@ per second, and `ratio samples/s with N viewers / without`. Defaults: 1000
 steps, global batch 120, 5 rounds.
 
 bench timeline: see `smolctl bench timeline --help`.
+
+bench soak: see `smolctl bench soak --help`.
 )";
 
 bool isHelp(const QString &arg)
@@ -160,10 +167,12 @@ int runBench(const QStringList &args, QTextStream &out, QTextStream &err)
     const QStringList rest = args.mid(1);
     if (name == QLatin1String("timeline"))
         return smol::app::runTimelineBench(rest, out, err);
+    if (name == QLatin1String("soak"))
+        return smol::app::runSoakBench(rest, out, err);
     if (name != QLatin1String("allreduce") && name != QLatin1String("train") && name != QLatin1String("session") &&
         name != QLatin1String("cluster") && name != QLatin1String("watch"))
         return fail(err, QStringLiteral("bench: unknown benchmark '%1' (allreduce, train, session, cluster, "
-                                        "watch or timeline)")
+                                        "watch, timeline or soak)")
                              .arg(name));
     if (rest.contains(QStringLiteral("--help")) || rest.contains(QStringLiteral("-h"))) {
         out << kBenchUsage;
@@ -186,11 +195,17 @@ int main(int argc, char **argv)
 {
     // The timeline bench paints text, which needs a GUI application; it
     // runs offscreen unless told otherwise.
+    // The soak bench makes the whole window, which needs a QApplication.
     std::unique_ptr<QCoreApplication> app;
-    if (argc > 2 && std::strcmp(argv[1], "bench") == 0 && std::strcmp(argv[2], "timeline") == 0) {
+    const bool benchTimeline = argc > 2 && std::strcmp(argv[1], "bench") == 0 && std::strcmp(argv[2], "timeline") == 0;
+    const bool benchSoak = argc > 2 && std::strcmp(argv[1], "bench") == 0 && std::strcmp(argv[2], "soak") == 0;
+    if (benchTimeline || benchSoak) {
         if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
             qputenv("QT_QPA_PLATFORM", "offscreen");
-        app = std::make_unique<QGuiApplication>(argc, argv);
+        if (benchSoak)
+            app = std::make_unique<QApplication>(argc, argv);
+        else
+            app = std::make_unique<QGuiApplication>(argc, argv);
     } else {
         app = std::make_unique<QCoreApplication>(argc, argv);
     }

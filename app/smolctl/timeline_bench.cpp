@@ -1,16 +1,15 @@
 #include "timeline_bench.h"
 
+#include "resident_memory.h"
+
 #include "engine/session/session_reader.h"
 #include "app/feed/timeline_feed.h"
 #include "widgets/paint/palette.h"
 #include "widgets/timeline/timeline_renderer.h"
 
 #include <QElapsedTimer>
-#include <QFile>
 #include <QImage>
 #include <QPainter>
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <functional>
@@ -57,15 +56,6 @@ Targets: worst frame <= 16 ms; loaded events <= 200 MB; live memory within
 the budget.
 Last line: `timeline worst frame ms: X`.
 )";
-
-std::int64_t residentBytes()
-{
-    QFile f(QStringLiteral("/proc/self/statm"));
-    if (!f.open(QIODevice::ReadOnly))
-        return 0;
-    const QList<QByteArray> fields = f.readAll().split(' ');
-    return fields.size() > 1 ? fields[1].toLongLong() * sysconf(_SC_PAGESIZE) : 0;
-}
 
 // Memory samples alongside the generated run.
 struct MemoryShape {

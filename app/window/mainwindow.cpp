@@ -329,7 +329,7 @@ void MainWindow::buildTabs()
     m_inspectorTab = m_tabs->addTab(m_inspector, tr("Inspector"));
     m_log = new QPlainTextEdit(this);
     m_log->setReadOnly(true);
-    m_log->setMaximumBlockCount(5000);
+    m_log->setMaximumBlockCount(kMaxLogLines);
     addPage(m_log, tr("Log"));
 }
 

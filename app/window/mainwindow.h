@@ -61,7 +61,13 @@ class MainWindow : public QMainWindow {
     Q_OBJECT
 
 public:
+    // The log's budget: the lines the Log tab keeps, the oldest dropped
+    // first (a run logs a few lines a minute; a recording keeps them all).
+    static constexpr int kMaxLogLines = 5000;
+
     explicit MainWindow(EngineController *engine, QWidget *parent = nullptr);
+    // The Log tab (for tests and `smolctl bench soak`).
+    const QPlainTextEdit *logView() const { return m_log; }
 
     RunSettings settings() const;
     void setSettings(const RunSettings &settings);

@@ -35,6 +35,20 @@ using Clock = std::chrono::steady_clock;
 // than a run makes in that time).
 constexpr std::size_t kMaxPendingEvents = 200000;
 constexpr std::size_t kMaxHistory = 100000; // cluster-wide metrics kept for viewers who arrive late
+
+// The history full: each metric keeps every other sample of its own (its
+// first stays), so a viewer who arrives an hour in still gets the whole
+// run's curves, coarser in their older part, and the history stays bounded.
+void thinHistory(std::vector<MetricSample> &history)
+{
+    std::map<std::string, std::size_t> seen;
+    std::vector<MetricSample> kept;
+    kept.reserve(history.size() / 2 + 64);
+    for (MetricSample &m : history)
+        if (seen[m.name]++ % 2 == 0)
+            kept.push_back(std::move(m));
+    history.swap(kept);
+}
 constexpr std::uint32_t kMaxViewerJson = 4096;
 constexpr int kTiers = 4; // ViewerHub::encodeBatch
 // A viewer's budget may be spent this far ahead (a token bucket's depth).
@@ -622,8 +636,9 @@ void ViewerHub::onMetric(const MetricSample &m)
     d->append(d->pending.metrics, m);
     if (m.node == -1) {
         std::lock_guard lock(d->mutex);
-        if (d->history.size() < kMaxHistory)
-            d->history.push_back(m);
+        if (d->history.size() >= kMaxHistory)
+            thinHistory(d->history);
+        d->history.push_back(m);
     }
 }
 
