@@ -181,6 +181,8 @@ private:
     void wireCommunicator(Epoch &e, EpochTraining &t);
     NodeResult train(Epoch &e, EpochTraining &t);
     NodeRun nodeRunOf(Epoch &e, EpochTraining &t);
+    void onCheckpoint(Epoch &e, EpochTraining &t, bool lockStep, std::int64_t stepsDone, const torch::Tensor &params,
+                      const OptimizerMoments &moments);
     void reportDone(Epoch &e, const EpochTraining &t, const NodeResult &result);
     void reportFailed(Epoch &e, const std::exception &error);
     void closeEpoch(Epoch &e);

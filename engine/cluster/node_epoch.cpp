@@ -267,36 +267,45 @@ NodeRun Agent::nodeRunOf(Epoch &e, EpochTraining &t)
     };
     run.onCheckpoint = [this, &e, &t, lockStep](std::int64_t stepsDone, const torch::Tensor &params,
                                                 const OptimizerMoments &moments) {
-        t.bytesMark = e.telemetry.bytesSent();
-        t.bytesMarkByGroup = e.telemetry.bytesSentByGroup();
-        if (lockStep && e.a.recoveryEvery > 0 && stepsDone % e.a.recoveryEvery == 0) {
-            memory::NodeScope uncharged(-1); // the runtime's copy, not the training's memory
-            e.ckpt.params = params.clone();
-            // (a bf16 run's master weights are `params`: no copy of them here)
-            e.ckpt.moments = moments.defined()
-                                 ? OptimizerMoments{moments.exp.clone(), moments.expSq.clone(), {}}
-                                 : OptimizerMoments{};
-            e.ckptSteps = stepsDone;
-        }
-        if (e.a.rank != 0)
-            return;
-        const bool disk = e.a.diskEvery > 0 && stepsDone % e.a.diskEvery == 0;
-        const auto now = std::chrono::steady_clock::now();
-        const bool keep = e.a.keepEvery > 0 &&
-                          (stepsDone - e.keptSteps >= e.a.keepEvery || now - e.keptAt >= e.a.keepInterval);
-        if (!disk && !keep)
-            return;
-        e.keptSteps = stepsDone;
-        e.keptAt = now;
-        m_channel->send(QJsonObject{{"type", "checkpoint"},
-                                    {"epoch", e.a.epoch},
-                                    {"rank", e.a.rank},
-                                    {"steps_done", double(stepsDone)},
-                                    {"moments", moments.defined()},
-                                    {"disk", disk}},
-                        packState({params, moments}));
+        onCheckpoint(e, t, lockStep, stepsDone, params, moments);
     };
     return run;
+}
+
+// A checkpoint point (every K steps, the full state in hand): the in-memory
+// copy to re-form from; rank 0 sends it up when the coordinator's copy
+// (every keepEvery steps or keepInterval) or the disk's is due.
+void Agent::onCheckpoint(Epoch &e, EpochTraining &t, bool lockStep, std::int64_t stepsDone,
+                         const torch::Tensor &params, const OptimizerMoments &moments)
+{
+    t.bytesMark = e.telemetry.bytesSent();
+    t.bytesMarkByGroup = e.telemetry.bytesSentByGroup();
+    if (lockStep && e.a.recoveryEvery > 0 && stepsDone % e.a.recoveryEvery == 0) {
+        memory::NodeScope uncharged(-1); // the runtime's copy, not the training's memory
+        e.ckpt.params = params.clone();
+        // (a bf16 run's master weights are `params`: no copy of them here)
+        e.ckpt.moments = moments.defined()
+                             ? OptimizerMoments{moments.exp.clone(), moments.expSq.clone(), {}}
+                             : OptimizerMoments{};
+        e.ckptSteps = stepsDone;
+    }
+    if (e.a.rank != 0)
+        return;
+    const bool disk = e.a.diskEvery > 0 && stepsDone % e.a.diskEvery == 0;
+    const auto now = std::chrono::steady_clock::now();
+    const bool keep = e.a.keepEvery > 0 &&
+                      (stepsDone - e.keptSteps >= e.a.keepEvery || now - e.keptAt >= e.a.keepInterval);
+    if (!disk && !keep)
+        return;
+    e.keptSteps = stepsDone;
+    e.keptAt = now;
+    m_channel->send(QJsonObject{{"type", "checkpoint"},
+                                {"epoch", e.a.epoch},
+                                {"rank", e.a.rank},
+                                {"steps_done", double(stepsDone)},
+                                {"moments", moments.defined()},
+                                {"disk", disk}},
+                    packState({params, moments}));
 }
 
 // 6. `done`: the node's figures; rank 0's final parameters in the blob.
